@@ -1,0 +1,338 @@
+"""Mem0 OSS as the chunk registry, the pattern store and the audit log.
+
+Mem0 returns untyped dicts; this module is the one place that reads them and
+turns them into :class:`RegistryRecord` / :class:`PatternRecord` values.
+
+Memory layout (spec 4.1), every record tagged with ``memory_path``:
+
+* chunk registry: ``user_id=conv-{deal_id}``, ``agent_id=preprocessing_v1``,
+  ``kind=chunk``, ``memory_path=deal/{deal_id}/chunks``; the memory text is the
+  chunk's verbatim content and its vector is the chunk's first embedding window,
+  computed once in the ingest batch (no second embedding call per chunk).
+* retrieval audit: ``user_id=conv-{deal_id}``, ``agent_id=retrieval_v1``,
+  ``kind=retrieval_audit``, ``memory_path=deal/{deal_id}/audit``.
+* institutional patterns: ``user_id=global``, ``kind=pattern``,
+  ``memory_path=global/{entity_type}/{entity_id}/{topic}``.
+
+Mem0 runs fully offline: Qdrant vector store (the client is passed in), our
+MiniLM behind Mem0's ``langchain`` embedder slot, an LLM provider that is never
+called (every write uses ``infer=False``), telemetry off.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")
+# Mem0 asks the passed-in client for payload indexes; local mode warns that they are no-ops. Expected, not actionable.
+warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+
+from langchain_core.embeddings import Embeddings  # noqa: E402
+
+from ..errors import BackendError  # noqa: E402
+
+GLOBAL_USER = "global"
+REGISTRY_AGENT = "preprocessing_v1"
+AUDIT_AGENT = "retrieval_v1"
+#: Upper bound of records one registry listing may return; a deal above it is an error, never a silent cut.
+MAX_LISTING = 1_000_000
+
+
+def deal_user_id(deal_id: str) -> str:
+    """Mem0 scope of a deal (spec 2.1: ``conv-{DealId}``)."""
+    return f"conv-{deal_id}"
+
+
+class SharedEmbeddings(Embeddings):
+    """LangChain ``Embeddings`` over the node's embedder, handed to Mem0.
+
+    Texts whose vectors were already computed (chunk windows embedded in the
+    ingest batch, the query of a retrieval) are served from ``precomputed``
+    instead of running the model again.
+    """
+
+    def __init__(self, embedder: Any) -> None:
+        self._embedder = embedder
+        self._precomputed: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+        self.model_calls = 0
+
+    def provide(self, text: str, vector: np.ndarray) -> None:
+        with self._lock:
+            self._precomputed[text] = np.asarray(vector, dtype=np.float32).tolist()
+
+    def forget(self, text: str) -> None:
+        with self._lock:
+            self._precomputed.pop(text, None)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed_query(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            hit = self._precomputed.get(text)
+        if hit is not None:
+            return hit
+        self.model_calls += 1
+        return self._embedder.embed([text])[0].tolist()
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryRecord:
+    """A chunk as the Mem0 registry knows it (structural metadata, no vector)."""
+
+    memory_id: str
+    chunk_id: str
+    deal_id: str
+    document_id: str
+    document_role: str
+    section_type: str
+    page_start: int
+    page_end: int
+    content_hash: str
+    ocr_confidence: float
+    token_count: int
+    zones: tuple[str, ...]
+    entity_ids: tuple[str, ...]
+    sensitivity: str
+    document_created_at: str | None
+    ingested_at: str
+
+    @property
+    def page_range(self) -> str:
+        return f"{self.page_start}-{self.page_end}"
+
+
+@dataclass(frozen=True, slots=True)
+class PatternRecord:
+    memory_id: str
+    entity_type: str
+    entity_id: str
+    topic: str
+    content: str
+
+
+@dataclass(slots=True)
+class Mem0Stats:
+    calls: int = 0
+    by_op: dict[str, int] = field(default_factory=dict)
+
+    def hit(self, op: str) -> None:
+        self.calls += 1
+        self.by_op[op] = self.by_op.get(op, 0) + 1
+
+
+def build_memory(*, client: Any, collection: str, dimension: int, embeddings: SharedEmbeddings, history_db_path: str) -> Any:
+    """Construct a Mem0 ``Memory`` that needs no network and no API key."""
+    try:
+        from mem0 import Memory
+        from mem0.configs.base import MemoryConfig
+
+        config = MemoryConfig(
+            vector_store={
+                "provider": "qdrant",
+                "config": {"client": client, "collection_name": collection, "embedding_model_dims": dimension},
+            },
+            embedder={"provider": "langchain", "config": {"model": embeddings, "embedding_dims": dimension}},
+            # Never called: every write passes infer=False and no search asks for reranking.
+            llm={"provider": "lmstudio", "config": {"model": "unused", "lmstudio_base_url": "http://127.0.0.1:9/v1"}},
+            history_db_path=history_db_path,
+        )
+        return Memory(config)
+    except Exception as exc:
+        raise BackendError(f"cannot start Mem0 (collection {collection!r}): {exc}") from exc
+
+
+class Mem0Registry:
+    """Typed access to the Mem0 memories this node reads and writes.
+
+    >>> registry = Mem0Registry(memory, embeddings)                # doctest: +SKIP
+    >>> [r.section_type for r in registry.deal_records("2026-ACME-0042")]  # doctest: +SKIP
+    ['TITLE_SUMMARY', ...]
+    """
+
+    def __init__(self, memory: Any, embeddings: SharedEmbeddings) -> None:
+        self._memory = memory
+        self._embeddings = embeddings
+        self.stats = Mem0Stats()
+
+    @property
+    def memory(self) -> Any:
+        """The underlying ``mem0.Memory`` (for users who add their own memories)."""
+        return self._memory
+
+    # -- chunk registry ---------------------------------------------------------------
+    def register_chunk(self, record: dict[str, Any], content: str, vector: np.ndarray) -> str:
+        """Write one chunk registry memory; ``vector`` is reused instead of re-embedding ``content``."""
+        deal_id = record["deal_id"]
+        metadata = {
+            "kind": "chunk",
+            "memory_path": f"deal/{deal_id}/chunks",
+            "page_range": f"{record['page_start']}-{record['page_end']}",
+            **record,
+        }
+        self._embeddings.provide(content, vector)
+        try:
+            result = self._add(content, user_id=deal_user_id(deal_id), agent_id=REGISTRY_AGENT, metadata=metadata, op="register_chunk")
+        finally:
+            self._embeddings.forget(content)
+        return result
+
+    def deal_records(
+        self,
+        deal_id: str,
+        *,
+        section_types: Iterable[str] | None = None,
+        document_roles: Iterable[str] | None = None,
+    ) -> list[RegistryRecord]:
+        """Structural filter (spec 4.2 read): the deal's chunks, optionally by section type / role."""
+        filters: dict[str, Any] = {"user_id": deal_user_id(deal_id), "kind": "chunk"}
+        if section_types is not None:
+            filters["section_type"] = {"in": sorted(set(section_types))}
+        if document_roles is not None:
+            filters["document_role"] = {"in": sorted(set(document_roles))}
+        rows = self._get_all(filters, op="deal_records")
+        records = [_registry_record(r) for r in rows]
+        # Mem0 results are re-checked: the scope is the deal, whatever the store returned.
+        return sorted((r for r in records if r.deal_id == deal_id), key=lambda r: r.chunk_id)
+
+    def registered_chunk_ids(self, deal_id: str) -> set[str]:
+        return {r.chunk_id for r in self.deal_records(deal_id)}
+
+    # -- institutional patterns --------------------------------------------------------
+    def add_pattern(self, entity_type: str, entity_id: str, topic: str, content: str, *, vector: np.ndarray | None = None) -> str | None:
+        """Store a pattern memory once; returns its id, or None when an identical one exists."""
+        existing = self._get_all({"user_id": GLOBAL_USER, "kind": "pattern", "entity_id": entity_id, "topic": topic}, op="patterns")
+        if any(r.get("memory") == content for r in existing):
+            return None
+        metadata = {
+            "kind": "pattern",
+            "memory_path": f"global/{entity_type}/{entity_id}/{topic}",
+            "entity_type": entity_type,
+            "entity_id": entity_id,
+            "topic": topic,
+        }
+        if vector is not None:
+            self._embeddings.provide(content, vector)
+        try:
+            return self._add(content, user_id=GLOBAL_USER, agent_id=None, metadata=metadata, op="add_pattern")
+        finally:
+            if vector is not None:
+                self._embeddings.forget(content)
+
+    def patterns_for(self, entity_ids: Sequence[str]) -> list[PatternRecord]:
+        """Patterns about any of ``entity_ids`` (spec 4.2 pattern retrieval, by entity)."""
+        if not entity_ids:
+            return []
+        filters = {"user_id": GLOBAL_USER, "kind": "pattern", "entity_id": {"in": sorted(set(entity_ids))}}
+        rows = self._get_all(filters, op="patterns")
+        out = [
+            PatternRecord(
+                memory_id=r["id"],
+                entity_type=r["metadata"]["entity_type"],
+                entity_id=r["metadata"]["entity_id"],
+                topic=r["metadata"]["topic"],
+                content=r.get("memory", ""),
+            )
+            for r in rows
+        ]
+        return sorted(out, key=lambda p: (p.entity_id, p.topic, p.memory_id))
+
+    def all_patterns(self) -> list[PatternRecord]:
+        rows = self._get_all({"user_id": GLOBAL_USER, "kind": "pattern"}, op="patterns")
+        return sorted(
+            (PatternRecord(r["id"], r["metadata"]["entity_type"], r["metadata"]["entity_id"], r["metadata"]["topic"], r.get("memory", "")) for r in rows),
+            key=lambda p: (p.entity_id, p.topic, p.memory_id),
+        )
+
+    # -- audit ------------------------------------------------------------------------
+    def add_audit(self, deal_id: str, text: str, metadata: dict[str, Any], vector: np.ndarray | None = None) -> str:
+        meta = {"kind": "retrieval_audit", "memory_path": f"deal/{deal_id}/audit", **metadata}
+        if vector is not None:
+            self._embeddings.provide(text, vector)
+        try:
+            return self._add(text, user_id=deal_user_id(deal_id), agent_id=AUDIT_AGENT, metadata=meta, op="add_audit")
+        finally:
+            if vector is not None:
+                self._embeddings.forget(text)
+
+    def audit_entries(self, deal_id: str, *, audit_id: str | None = None) -> list[dict[str, Any]]:
+        filters: dict[str, Any] = {"user_id": deal_user_id(deal_id), "kind": "retrieval_audit"}
+        if audit_id is not None:
+            filters["audit_id"] = audit_id
+        rows = self._get_all(filters, op="audit_entries")
+        return [{"memory_id": r["id"], "text": r.get("memory", ""), **(r.get("metadata") or {})} for r in rows]
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _add(self, content: str, *, user_id: str, agent_id: str | None, metadata: dict[str, Any], op: str) -> str:
+        self.stats.hit(op)
+        try:
+            result = self._memory.add(
+                [{"role": "user", "content": content}],
+                user_id=user_id,
+                agent_id=agent_id,
+                metadata=metadata,
+                infer=False,
+            )
+        except Exception as exc:
+            raise BackendError(f"Mem0 add ({op}) failed: {exc}") from exc
+        results = result.get("results") if isinstance(result, dict) else None
+        if not results:
+            raise BackendError(f"Mem0 add ({op}) stored nothing (returned {result!r})")
+        return str(results[0]["id"])
+
+    def _get_all(self, filters: dict[str, Any], *, op: str) -> list[dict[str, Any]]:
+        self.stats.hit(op)
+        try:
+            result = self._memory.get_all(filters=filters, top_k=MAX_LISTING)
+        except Exception as exc:
+            raise BackendError(f"Mem0 get_all ({op}) failed: {exc}") from exc
+        rows = result.get("results", []) if isinstance(result, dict) else []
+        if len(rows) >= MAX_LISTING:
+            raise BackendError(f"Mem0 listing ({op}) hit its limit of {MAX_LISTING} records; refusing a partial result")
+        return rows
+
+
+def _registry_record(row: dict[str, Any]) -> RegistryRecord:
+    m = row.get("metadata") or {}
+    try:
+        return RegistryRecord(
+            memory_id=str(row["id"]),
+            chunk_id=m["chunk_id"],
+            deal_id=m["deal_id"],
+            document_id=m["document_id"],
+            document_role=m["document_role"],
+            section_type=m["section_type"],
+            page_start=int(m["page_start"]),
+            page_end=int(m["page_end"]),
+            content_hash=m["content_hash"],
+            ocr_confidence=float(m["ocr_confidence"]),
+            token_count=int(m["token_count"]),
+            zones=tuple(m.get("zones") or ()),
+            entity_ids=tuple(m.get("entity_ids") or ()),
+            sensitivity=m.get("sensitivity", "confidential"),
+            document_created_at=m.get("document_created_at"),
+            ingested_at=m["ingested_at"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackendError(f"Mem0 registry record {row.get('id')} is malformed ({exc!r}); re-ingest the deal") from exc
+
+
+__all__ = [
+    "AUDIT_AGENT",
+    "GLOBAL_USER",
+    "REGISTRY_AGENT",
+    "Mem0Registry",
+    "PatternRecord",
+    "RegistryRecord",
+    "SharedEmbeddings",
+    "build_memory",
+    "deal_user_id",
+]

@@ -1,0 +1,338 @@
+"""Chunk vector index: a narrow protocol and its two real implementations.
+
+* :class:`EdgeChunkIndex` — the embedded default, a ``qdrant-edge`` shard in the
+  store directory (payload indexes on deal/section/role, filtered search in ~1 ms
+  at 100k points).
+* :class:`QdrantChunkIndex` — ``qdrant-client``: a Qdrant server URL, or its local
+  mode (``:memory:`` / a path). The tests run it in local mode, which is the same
+  code that talks to a server.
+
+A point is one embedding window of one chunk; its id is ``uuid5(chunk_id:window)``.
+Window 0 carries the chunk's full payload (content included); the other windows
+carry what search needs to be filtered and grouped. Every search is scoped to one
+deal by a payload filter, and every hit is re-checked against that deal.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import BackendError
+
+warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+
+_NAMESPACE = uuid.UUID("7b6f1d7e-4c55-4b8c-9a0e-2f0a3c1d5e61")
+
+#: Payload fields with a keyword index in both implementations.
+INDEXED_FIELDS = ("deal_id", "chunk_id", "section_type", "document_role")
+
+
+def point_id(chunk_id: str, window: int) -> str:
+    """Deterministic point id of one window of one chunk."""
+    return str(uuid.uuid5(_NAMESPACE, f"{chunk_id}:{window}"))
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPoint:
+    id: str
+    vector: np.ndarray
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """One scored window. ``payload`` holds the indexed fields and offsets, not content."""
+
+    chunk_id: str
+    window: int
+    score: float
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """The hard scope of a vector search: always one deal."""
+
+    deal_id: str
+    section_types: tuple[str, ...] | None = None
+    document_roles: tuple[str, ...] | None = None
+    chunk_ids: tuple[str, ...] | None = None
+
+
+_LIGHT_FIELDS = ["deal_id", "chunk_id", "window", "n_windows", "section_type", "document_role", "document_id", "char_start", "char_end"]
+
+
+@runtime_checkable
+class ChunkIndex(Protocol):
+    """Where chunk vectors and payloads live.
+
+    >>> index = QdrantChunkIndex.in_memory(dimension=384)   # doctest: +SKIP
+    >>> index.search(vec, SearchScope(deal_id="2026-ACME-0042"), limit=10)  # doctest: +SKIP
+    """
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None: ...
+
+    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Full payloads of the points that exist, by point id."""
+        ...
+
+    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]: ...
+
+    def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]: ...
+
+    def count(self) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _check_scope(scope: SearchScope) -> None:
+    if not scope.deal_id:
+        raise ValueError("a vector search must be scoped to one deal_id")
+
+
+def _hits_in_scope(raw: list[tuple[str, float, dict[str, Any]]], scope: SearchScope) -> list[VectorHit]:
+    """Vector hits are candidates, never facts: drop anything outside the scope."""
+    sections = set(scope.section_types) if scope.section_types is not None else None
+    roles = set(scope.document_roles) if scope.document_roles is not None else None
+    ids = set(scope.chunk_ids) if scope.chunk_ids is not None else None
+    out = []
+    for _pid, score, payload in raw:
+        if payload.get("deal_id") != scope.deal_id:
+            continue
+        if sections is not None and payload.get("section_type") not in sections:
+            continue
+        if roles is not None and payload.get("document_role") not in roles:
+            continue
+        if ids is not None and payload.get("chunk_id") not in ids:
+            continue
+        out.append(VectorHit(chunk_id=payload["chunk_id"], window=int(payload.get("window", 0)), score=float(score), payload=payload))
+    return out
+
+
+class EdgeChunkIndex:
+    """Embedded qdrant-edge shard (the default). Writes are serialised; reads run concurrently."""
+
+    VECTOR = "dense"
+
+    def __init__(self, shard: Any, *, path: Path | None = None) -> None:
+        self._shard = shard
+        self._path = path
+        self._write_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, path: str | Path, *, dimension: int) -> EdgeChunkIndex:
+        import qdrant_edge as qe
+
+        path = Path(path)
+        try:
+            config = qe.EdgeConfig(vectors={cls.VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)})
+            if (path / "edge_config.json").exists():
+                shard = qe.EdgeShard.load(str(path))
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                shard = qe.EdgeShard.create(str(path), config)
+                for field in INDEXED_FIELDS:
+                    shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+                shard.update(qe.UpdateOperation.create_field_index("created_at_ts", qe.PayloadSchemaType.Float))
+        except Exception as exc:
+            raise BackendError(f"cannot open the qdrant-edge shard at {path}: {exc}") from exc
+        return cls(shard, path=path)
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        import qdrant_edge as qe
+
+        if not points:
+            return
+        batch = [qe.Point(id=p.id, vector={self.VECTOR: p.vector.tolist()}, payload=p.payload) for p in points]
+        try:
+            with self._write_lock:
+                self._shard.update(qe.UpdateOperation.upsert_points(batch))
+        except Exception as exc:
+            raise BackendError(f"qdrant-edge upsert of {len(points)} points failed: {exc}") from exc
+
+    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not point_ids:
+            return {}
+        try:
+            records = self._shard.retrieve(list(point_ids), with_payload=True, with_vector=False)
+        except Exception as exc:
+            raise BackendError(f"qdrant-edge retrieve failed: {exc}") from exc
+        return {str(r.id): dict(r.payload or {}) for r in records}
+
+    def _filter(self, scope: SearchScope) -> Any:
+        import qdrant_edge as qe
+
+        must: list[Any] = [qe.FieldCondition(key="deal_id", match=qe.MatchValue(value=scope.deal_id))]
+        if scope.section_types is not None:
+            must.append(qe.FieldCondition(key="section_type", match=qe.MatchAny(any=list(scope.section_types))))
+        if scope.document_roles is not None:
+            must.append(qe.FieldCondition(key="document_role", match=qe.MatchAny(any=list(scope.document_roles))))
+        if scope.chunk_ids is not None:
+            must.append(qe.FieldCondition(key="chunk_id", match=qe.MatchAny(any=list(scope.chunk_ids))))
+        return qe.Filter(must=must)
+
+    def _request(self, vector: np.ndarray, flt: Any, limit: int) -> Any:
+        import qdrant_edge as qe
+
+        return qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
+            filter=flt,
+            with_payload=qe.PayloadSelector.Include(_LIGHT_FIELDS),
+            with_vector=False,
+        )
+
+    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]:
+        return self.search_batch(vector.reshape(1, -1), scope, limit)[0]
+
+    def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]:
+        import qdrant_edge as qe
+
+        _check_scope(scope)
+        if scope.chunk_ids is not None and not scope.chunk_ids:
+            return [[] for _ in range(len(vectors))]
+        flt = self._filter(scope)
+        try:
+            if len(vectors) == 1:
+                results = [self._shard.query(self._request(vectors[0], flt, limit))]
+            else:
+                results = self._shard.query_batch(qe.QueryBatchRequest([self._request(v, flt, limit) for v in vectors]))
+        except Exception as exc:
+            raise BackendError(f"qdrant-edge search failed: {exc}") from exc
+        return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in res], scope) for res in results]
+
+    def count(self) -> int:
+        return int(self._shard.info().points_count)
+
+    def flush(self) -> None:
+        with self._write_lock:
+            self._shard.flush()
+
+    def close(self) -> None:
+        try:
+            self._shard.flush()
+        finally:
+            self._shard.close()
+
+
+class QdrantChunkIndex:
+    """qdrant-client: a Qdrant server (URL) or local mode (``:memory:`` or a path).
+
+    One collection holds every deal; keyword payload indexes make the per-deal
+    filter cheap on a server (local mode ignores indexes and scans).
+    """
+
+    def __init__(self, client: Any, collection: str, *, dimension: int) -> None:
+        self._client = client
+        self.collection = collection
+        self.dimension = dimension
+        self._ensure_collection()
+
+    @classmethod
+    def in_memory(cls, *, dimension: int = 384, collection: str = "retrieval_node_chunks") -> QdrantChunkIndex:
+        from qdrant_client import QdrantClient
+
+        return cls(QdrantClient(location=":memory:"), collection, dimension=dimension)
+
+    def _ensure_collection(self) -> None:
+        from qdrant_client import models as qm
+
+        try:
+            if not self._client.collection_exists(self.collection):
+                self._client.create_collection(
+                    self.collection,
+                    vectors_config=qm.VectorParams(size=self.dimension, distance=qm.Distance.COSINE),
+                )
+                for field in INDEXED_FIELDS:
+                    self._client.create_payload_index(self.collection, field, field_schema=qm.PayloadSchemaType.KEYWORD)
+        except Exception as exc:
+            raise BackendError(f"Qdrant: cannot create or open collection {self.collection!r}: {exc}") from exc
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        from qdrant_client import models as qm
+
+        if not points:
+            return
+        try:
+            self._client.upsert(
+                self.collection,
+                points=[qm.PointStruct(id=p.id, vector=p.vector.tolist(), payload=p.payload) for p in points],
+                wait=True,
+            )
+        except Exception as exc:
+            raise BackendError(f"Qdrant upsert of {len(points)} points failed: {exc}") from exc
+
+    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not point_ids:
+            return {}
+        try:
+            records = self._client.retrieve(self.collection, ids=list(point_ids), with_payload=True, with_vectors=False)
+        except Exception as exc:
+            raise BackendError(f"Qdrant retrieve failed: {exc}") from exc
+        return {str(r.id): dict(r.payload or {}) for r in records}
+
+    def _filter(self, scope: SearchScope) -> Any:
+        from qdrant_client import models as qm
+
+        must: list[Any] = [qm.FieldCondition(key="deal_id", match=qm.MatchValue(value=scope.deal_id))]
+        if scope.section_types is not None:
+            must.append(qm.FieldCondition(key="section_type", match=qm.MatchAny(any=list(scope.section_types))))
+        if scope.document_roles is not None:
+            must.append(qm.FieldCondition(key="document_role", match=qm.MatchAny(any=list(scope.document_roles))))
+        if scope.chunk_ids is not None:
+            must.append(qm.FieldCondition(key="chunk_id", match=qm.MatchAny(any=list(scope.chunk_ids))))
+        return qm.Filter(must=must)
+
+    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]:
+        return self.search_batch(vector.reshape(1, -1), scope, limit)[0]
+
+    def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]:
+        from qdrant_client import models as qm
+
+        _check_scope(scope)
+        if scope.chunk_ids is not None and not scope.chunk_ids:
+            return [[] for _ in range(len(vectors))]
+        flt = self._filter(scope)
+        requests = [
+            qm.QueryRequest(query=v.astype(np.float32).tolist(), filter=flt, limit=limit, with_payload=qm.PayloadSelectorInclude(include=_LIGHT_FIELDS))
+            for v in vectors
+        ]
+        try:
+            responses = self._client.query_batch_points(self.collection, requests=requests)
+        except Exception as exc:
+            raise BackendError(f"Qdrant search failed: {exc}") from exc
+        return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
+
+    def count(self) -> int:
+        try:
+            return int(self._client.count(self.collection, exact=True).count)
+        except Exception as exc:
+            raise BackendError(f"Qdrant count failed: {exc}") from exc
+
+    def flush(self) -> None:
+        """Qdrant persists on upsert (``wait=True``)."""
+
+    def close(self) -> None:
+        """The client is owned by whoever passed it in."""
+
+
+__all__ = [
+    "INDEXED_FIELDS",
+    "ChunkIndex",
+    "EdgeChunkIndex",
+    "QdrantChunkIndex",
+    "SearchScope",
+    "VectorHit",
+    "VectorPoint",
+    "point_id",
+]

@@ -1,0 +1,125 @@
+"""Command line: ``retrieval-node`` (interfaces.md section 3).
+
+Built on Typer (typed options, help text, exit codes) and Rich (tables on a
+terminal). With ``--json`` standard output holds exactly one JSON document;
+progress bars and logs go to standard error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .errors import RetrievalNodeError, UsageError
+
+app = typer.Typer(
+    name="retrieval-node",
+    help="Segment-aware, risk-weighted retrieval for conveyancing agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+patterns_app = typer.Typer(help="Institutional pattern memories (Mem0 global layer).", no_args_is_help=True)
+app.add_typer(patterns_app, name="patterns")
+
+StoreOpt = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store directory [default: $RETRIEVAL_NODE_HOME, else ./.retrieval-node]."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on standard output.")]
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Mem0 logs missing optional extras (spaCy, fastembed) at WARNING on every start; they are not ours to act on.
+    logging.getLogger("mem0").setLevel(logging.ERROR)
+    logging.getLogger("mem0.memory.main").setLevel(logging.ERROR)
+
+
+def _fail(exc: Exception, as_json: bool) -> None:
+    kind = "usage error" if isinstance(exc, UsageError) else "error"
+    if as_json:
+        typer.echo(json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}))
+    typer.echo(f"retrieval-node: {kind}: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _open_store(store: Path | None) -> Any:
+    from .store import Store
+
+    return Store.open(store)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Chunk JSONL files or folders of them.")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest Stage-0 chunk JSONL (exit 0: all lines stored or already present; 1: some line rejected)."""
+    _setup_logging()
+    from .ingest import Ingestor
+
+    try:
+        with _open_store(store) as st:
+            report = Ingestor(st).ingest(paths, progress=True)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        typer.echo(json.dumps(report.model_dump(mode="json", include={"ingested", "unchanged", "rejected", "repaired"})))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        console.print(f"ingested [bold]{report.ingested}[/] new chunk(s), [bold]{report.unchanged}[/] already present"
+                      + (f", {report.repaired} repaired" if report.repaired else "")
+                      + f", [bold]{len(report.rejected)}[/] rejected line(s)")
+        if report.rejected:
+            table = Table("file", "line", "field", "error", title="rejected lines")
+            for r in report.rejected:
+                table.add_row(r.file, str(r.line), r.field, r.error)
+            console.print(table)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@patterns_app.command("add")
+def patterns_add(
+    file: Annotated[Path, typer.Argument(help="Pattern-memory JSONL (interfaces.md section 2).")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load institutional pattern memories into Mem0's global layer."""
+    _setup_logging()
+    from .ingest import add_patterns, read_patterns
+
+    try:
+        if not file.is_file():
+            raise UsageError(f"pattern file {file} does not exist")
+        patterns, rejected = read_patterns(file)
+        with _open_store(store) as st:
+            added, unchanged = add_patterns(st, patterns)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    out = {"added": added, "unchanged": unchanged, "rejected": [r.model_dump() for r in rejected]}
+    if as_json:
+        typer.echo(json.dumps(out))
+    else:
+        typer.echo(f"added {added} pattern(s), {unchanged} already present, {len(rejected)} rejected")
+        for r in rejected:
+            typer.echo(f"  {r.file}:{r.line}: {r.field}: {r.error}")
+    raise typer.Exit(0 if not rejected else 1)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+__all__ = ["app", "main"]

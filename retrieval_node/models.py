@@ -1,0 +1,409 @@
+"""Pydantic models: the contract between pipeline stages and with other systems.
+
+Shapes follow ``shared/spec/interfaces.md``: section 1 for :class:`DocumentChunk`,
+section 4 for :class:`ContextPackage` and :class:`RetrievalSummary`. Values that
+cross a boundary are frozen; models that users hand us forbid unknown keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+DealId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+DocumentId = Annotated[str, StringConstraints(min_length=1, max_length=500)]
+ChunkId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+AgentId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Sha256Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Stage(str, Enum):
+    """Deal stage; retrieval contracts differ per stage."""
+
+    INTAKE = "INTAKE"
+    DILIGENCE = "DILIGENCE"
+    DRAFTING = "DRAFTING"
+    CLOSING = "CLOSING"
+
+
+class DocumentRole(str, Enum):
+    PURCHASE_AGREEMENT = "PURCHASE_AGREEMENT"
+    TITLE_SEARCH = "TITLE_SEARCH"
+    CONDO_DOCS = "CONDO_DOCS"
+    TAX_CERTIFICATE = "TAX_CERTIFICATE"
+    LENDER_INSTRUCTIONS = "LENDER_INSTRUCTIONS"
+    TRANSFER_OF_LAND = "TRANSFER_OF_LAND"
+    STATEMENT_OF_ADJUSTMENTS = "STATEMENT_OF_ADJUSTMENTS"
+    OTHER = "OTHER"
+
+
+class SectionType(str, Enum):
+    TITLE_SUMMARY = "TITLE_SUMMARY"
+    INSTRUMENTS_REGISTER = "INSTRUMENTS_REGISTER"
+    CAVEATS_SECTION = "CAVEATS_SECTION"
+    LEGAL_DESCRIPTION = "LEGAL_DESCRIPTION"
+    CONDO_BYLAWS = "CONDO_BYLAWS"
+    CONDO_MINUTES = "CONDO_MINUTES"
+    RESERVE_FUND_REPORT = "RESERVE_FUND_REPORT"
+    FINANCIAL_STATEMENTS = "FINANCIAL_STATEMENTS"
+    SPECIAL_RESOLUTIONS = "SPECIAL_RESOLUTIONS"
+    TAX_ARREARS = "TAX_ARREARS"
+    GENERAL = "GENERAL"
+
+
+class RiskProfile(str, Enum):
+    HIGH_RISK = "HIGH_RISK"
+    BALANCED = "BALANCED"
+    LOW_RISK = "LOW_RISK"
+
+
+class Sensitivity(str, Enum):
+    """Document sensitivity, ordered: public < confidential < privileged."""
+
+    PUBLIC = "public"
+    CONFIDENTIAL = "confidential"
+    PRIVILEGED = "privileged"
+
+    @property
+    def level(self) -> int:
+        return _SENSITIVITY_ORDER[self]
+
+
+_SENSITIVITY_ORDER = {Sensitivity.PUBLIC: 0, Sensitivity.CONFIDENTIAL: 1, Sensitivity.PRIVILEGED: 2}
+
+#: Structural zones named by interfaces.md section 1.
+KNOWN_ZONES: tuple[str, ...] = (
+    "front_summary",
+    "instruments_register",
+    "caveats_section",
+    "legal_description",
+    "reserve_fund_report",
+    "financial_statements",
+    "special_resolutions",
+    "condo_minutes",
+    "tax_certificate",
+    "municipal_arrears",
+    "tax_liens",
+)
+
+
+def sha256_hex(text: str) -> str:
+    """sha256 hex digest of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def compute_chunk_id(document_id: str, page_start: int, page_end: int, content_hash: str) -> str:
+    """``sha256("{document_id}:{page_start}-{page_end}:{content_hash}")`` as interfaces.md defines it."""
+    return sha256_hex(f"{document_id}:{page_start}-{page_end}:{content_hash}")
+
+
+class ChunkMetadata(BaseModel):
+    """Optional Stage-0 metadata of a chunk. Unknown keys are kept verbatim."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    zones: list[str] = Field(default_factory=list, description="Structural zone names (interfaces.md section 1).")
+    entity_ids: list[str] = Field(default_factory=list, description="Entities mentioned, e.g. 'builder:prairie-peak-homes'.")
+    sensitivity: Sensitivity = Sensitivity.CONFIDENTIAL
+    created_at: datetime | None = Field(default=None, description="When Stage 0 produced the chunk (ISO-8601).")
+
+    @field_validator("zones")
+    @classmethod
+    def _known_zones(cls, zones: list[str]) -> list[str]:
+        unknown = [z for z in zones if z not in KNOWN_ZONES]
+        if unknown:
+            raise ValueError(f"unknown zone(s) {unknown}; known zones: {list(KNOWN_ZONES)}")
+        return zones
+
+    @field_validator("entity_ids")
+    @classmethod
+    def _entity_ids_shape(cls, ids: list[str]) -> list[str]:
+        bad = [e for e in ids if ":" not in e or not e.split(":", 1)[1]]
+        if bad:
+            raise ValueError(f"entity ids must look like 'type:id', got {bad}")
+        return ids
+
+
+class DocumentChunk(BaseModel):
+    """One page-ranged chunk produced by Stage 0 (interfaces.md section 1).
+
+    Construction checks every rule of the interface: ``content_hash`` must be the
+    sha256 of ``content`` and ``chunk_id`` must be derived from it, so a chunk
+    that exists as a ``DocumentChunk`` is internally consistent.
+
+    >>> c = DocumentChunk.build(deal_id="D1", document_id="D1/title.pdf",
+    ...     document_role="TITLE_SEARCH", page_start=1, page_end=2,
+    ...     section_type="TITLE_SUMMARY", content="Certificate of Title", token_count=4)
+    >>> c.page_range, c.is_high_confidence
+    ('1-2', True)
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_id: ChunkId
+    deal_id: DealId
+    document_id: DocumentId
+    document_role: DocumentRole
+    page_start: int = Field(ge=1)
+    page_end: int = Field(ge=1)
+    section_type: SectionType
+    content: str = Field(min_length=1)
+    token_count: int = Field(ge=0, description="cl100k_base tokens of content.")
+    ocr_confidence: float = Field(ge=0.0, le=1.0)
+    content_hash: Sha256Hex
+    metadata: ChunkMetadata = Field(default_factory=ChunkMetadata)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, content: str) -> str:
+        if not content.strip():
+            raise ValueError("content must not be blank")
+        return content
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DocumentChunk:
+        if self.page_end < self.page_start:
+            raise ValueError(f"page_end ({self.page_end}) < page_start ({self.page_start})")
+        expected_hash = sha256_hex(self.content)
+        if self.content_hash != expected_hash:
+            raise ValueError(f"content_hash {self.content_hash} is not sha256(content) {expected_hash}")
+        expected_id = compute_chunk_id(self.document_id, self.page_start, self.page_end, self.content_hash)
+        if self.chunk_id != expected_id:
+            raise ValueError(f"chunk_id {self.chunk_id} does not match sha256 of document_id:pages:content_hash ({expected_id})")
+        return self
+
+    @property
+    def page_range(self) -> str:
+        return f"{self.page_start}-{self.page_end}"
+
+    @property
+    def is_high_confidence(self) -> bool:
+        return self.ocr_confidence >= 0.85
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        deal_id: str,
+        document_id: str,
+        document_role: DocumentRole | str,
+        page_start: int,
+        page_end: int,
+        section_type: SectionType | str,
+        content: str,
+        token_count: int,
+        ocr_confidence: float = 1.0,
+        metadata: dict[str, Any] | ChunkMetadata | None = None,
+    ) -> DocumentChunk:
+        """Build a chunk computing ``content_hash`` and ``chunk_id`` (what Stage 0 does)."""
+        content_hash = sha256_hex(content)
+        return cls(
+            chunk_id=compute_chunk_id(document_id, page_start, page_end, content_hash),
+            deal_id=deal_id,
+            document_id=document_id,
+            document_role=document_role,
+            page_start=page_start,
+            page_end=page_end,
+            section_type=section_type,
+            content=content,
+            token_count=token_count,
+            ocr_confidence=ocr_confidence,
+            content_hash=content_hash,
+            metadata=metadata if metadata is not None else {},
+        )
+
+
+#: Largest budget accepted for one package (tokens, cl100k). Larger budgets are a
+#: mistake: no downstream model reads that much in one turn.
+MAX_TOKENS_BUDGET = 200_000
+
+
+class RetrievalIntent(BaseModel):
+    """What one downstream agent asks for (spec 2.3).
+
+    Invalid intents raise ``pydantic.ValidationError`` naming the field, never an
+    ``AssertionError``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    intent_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    deal_id: DealId
+    agent_id: AgentId
+    query_text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+    target_section_types: list[SectionType] = Field(min_length=1)
+    risk_profile: RiskProfile
+    max_tokens_budget: int = Field(gt=0, le=MAX_TOKENS_BUDGET, description="Tokens (cl100k) the package may use.")
+    required_structural_zones: list[str] | None = None
+    stage: Stage = Stage.DILIGENCE
+    document_roles: list[DocumentRole] | None = Field(default=None, description="Optional restriction to these roles.")
+    as_of: datetime | None = Field(default=None, description="Chunks ingested after this instant are not eligible.")
+
+    @field_validator("target_section_types")
+    @classmethod
+    def _dedupe_sections(cls, sections: list[SectionType]) -> list[SectionType]:
+        return sorted(set(sections), key=lambda s: s.value)
+
+    @field_validator("required_structural_zones")
+    @classmethod
+    def _known_zones(cls, zones: list[str] | None) -> list[str] | None:
+        if zones is None:
+            return None
+        unknown = [z for z in zones if z not in KNOWN_ZONES]
+        if unknown:
+            raise ValueError(f"unknown zone(s) {unknown}; known zones: {list(KNOWN_ZONES)}")
+        return list(dict.fromkeys(zones))
+
+
+class ChunkReference(BaseModel):
+    """One verbatim excerpt in a package, with its provenance (interfaces.md section 4)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_id: ChunkId
+    document_id: DocumentId
+    document_role: DocumentRole
+    section_type: SectionType
+    page_range: str
+    content: str
+    content_hash: Sha256Hex
+    created_at: datetime | None = None
+    zones: list[str] = Field(default_factory=list)
+
+
+class ContextPackage(BaseModel):
+    """What the downstream agent reads (interfaces.md section 4)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    deal_id: DealId
+    intent_id: str
+    agent_id: AgentId
+    ordered_chunks: list[ChunkReference]
+    structural_toc: str
+    exclusions_note: str
+    total_tokens: int = Field(ge=0)
+    risk_summary: str
+    package_hash: Sha256Hex
+
+
+class RetrievalSummary(BaseModel):
+    """How a package was made (interfaces.md section 4)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    audit_id: str
+    chunks_inspected: int = Field(ge=0)
+    chunks_selected: int = Field(ge=0)
+    tokens_selected: int = Field(ge=0)
+    risk_distribution: dict[str, int]
+    structural_coverage_score: float = Field(ge=0.0, le=1.0)
+    missing_zones: list[str]
+    needs_human_input: bool
+    fallbacks: list[str]
+    latency_ms: dict[str, float]
+
+
+class RetrievalMetrics(BaseModel):
+    """Telemetry of one retrieval (spec 6.1). Latencies in milliseconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    deal_id: DealId
+    intent_id: str
+    agent_id: AgentId
+    total_latency_ms: float = Field(ge=0)
+    mem0_query_time_ms: float = Field(ge=0)
+    vector_search_time_ms: float = Field(ge=0)
+    ranking_time_ms: float = Field(ge=0)
+    packaging_time_ms: float = Field(ge=0)
+    chunks_inspected: int = Field(ge=0)
+    chunks_selected: int = Field(ge=0)
+    tokens_selected: int = Field(ge=0)
+    risk_distribution: dict[str, int]
+    structural_coverage_score: float = Field(ge=0.0, le=1.0)
+    embedding_api_calls: int = Field(ge=0)
+    mem0_api_calls: int = Field(ge=0)
+    estimated_cost_usd: float = Field(ge=0, description="Local models cost nothing per call; kept for hosted backends.")
+
+
+class RetrievalAuditEntry(BaseModel):
+    """The audit record written back to Mem0 after every retrieval (spec 6.2)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timestamp: datetime
+    deal_id: DealId
+    intent_id: str
+    agent_id: AgentId
+    query_text: str
+    target_sections: list[str]
+    risk_profile: str
+    max_tokens: int
+    candidates_found: int
+    candidates_filtered: int
+    final_chunks: int
+    context_package_hash: Sha256Hex
+    exclusions: list[str]
+    risk_flags: list[str]
+    confidence_score: float = Field(ge=0.0, le=1.0)
+    coverage_completeness: float = Field(ge=0.0, le=1.0)
+    human_review_required: bool
+
+
+class PatternMemory(BaseModel):
+    """An institutional pattern memory (interfaces.md section 2), global layer of Mem0."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entity_type: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"^[a-z0-9_\-]+$")]
+    entity_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=3)]
+    topic: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"^[a-z0-9_\-]+$")]
+    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+    @model_validator(mode="after")
+    def _entity_id_matches_type(self) -> PatternMemory:
+        prefix = self.entity_id.split(":", 1)[0]
+        if ":" not in self.entity_id or prefix != self.entity_type:
+            raise ValueError(
+                f"entity_id {self.entity_id!r} must start with '{self.entity_type}:' (its entity_type)"
+            )
+        return self
+
+    @property
+    def memory_path(self) -> str:
+        """Mem0 global-layer path ``global/{entity_type}/{entity_id}/{topic}`` (spec 4.1)."""
+        return f"global/{self.entity_type}/{self.entity_id}/{self.topic}"
+
+
+__all__ = [
+    "KNOWN_ZONES",
+    "MAX_TOKENS_BUDGET",
+    "ChunkMetadata",
+    "ChunkReference",
+    "ContextPackage",
+    "DocumentChunk",
+    "DocumentRole",
+    "PatternMemory",
+    "RetrievalAuditEntry",
+    "RetrievalIntent",
+    "RetrievalMetrics",
+    "RetrievalSummary",
+    "RiskProfile",
+    "SectionType",
+    "Sensitivity",
+    "Stage",
+    "compute_chunk_id",
+    "sha256_hex",
+]

@@ -1,0 +1,206 @@
+"""The store: one directory holding every backend of the embedded default.
+
+Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
+
+    vectors/          qdrant-edge shard with chunk vectors + payloads   (vector_backend: edge)
+    qdrant/           qdrant-client local database: Mem0's collection    (and chunks with vector_backend: qdrant)
+    mem0_history.db   Mem0's history database
+    audit/            audit snapshots and the audit write journal
+    .lock             held while a process has the store open
+
+With ``vector_db_url`` set to a Qdrant server, chunk vectors (vector_backend:
+qdrant) and Mem0's collection live on the server; the same classes are used,
+only the client differs. :meth:`Store.open` is the one place that builds
+clients and models; everything else receives them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from .backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
+from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
+from .config import NodeConfig, load_config
+from .embedding import Embedder, SentenceTransformerEmbedder
+from .errors import BackendError, StoreLockedError
+from .tokens import TiktokenCounter, TokenCounter
+
+HOME_ENV = "RETRIEVAL_NODE_HOME"
+DEFAULT_HOME = ".retrieval-node"
+
+
+def resolve_home(home: str | Path | None = None) -> Path:
+    """``home`` if given, else ``$RETRIEVAL_NODE_HOME``, else ``./.retrieval-node``."""
+    if home is not None:
+        return Path(home)
+    return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME)
+
+
+class _DirLock:
+    """An exclusive, non-blocking lock on the store directory (released by the OS on crash)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: Any = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise StoreLockedError(
+                f"the store {self.path.parent} is open in another process (pid {holder}); "
+                "close it first, or point --store / RETRIEVAL_NODE_HOME at another directory"
+            ) from exc
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+class Store:
+    """Backends of one store, opened together and closed together.
+
+    >>> with Store.open("/tmp/rn-store") as store:        # doctest: +SKIP
+    ...     store.chunks.count()
+    """
+
+    def __init__(
+        self,
+        *,
+        home: Path,
+        config: NodeConfig,
+        embedder: Embedder,
+        tokens: TokenCounter,
+        chunks: ChunkIndex,
+        registry: Mem0Registry,
+        closers: list[Any] | None = None,
+    ) -> None:
+        self.home = home
+        self.config = config
+        self.embedder = embedder
+        self.tokens = tokens
+        self.chunks = chunks
+        self.registry = registry
+        self._closers = closers or []
+        self._generations: dict[str, int] = {}
+        self._gen_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        home: str | Path | None = None,
+        *,
+        config: NodeConfig | None = None,
+        embedder: Embedder | None = None,
+    ) -> Store:
+        config = config or load_config()
+        rc = config.retrieval
+        home = resolve_home(home)
+        home.mkdir(parents=True, exist_ok=True)
+        lock = _DirLock(home / ".lock")
+        lock.acquire()
+        closers: list[Any] = []
+        try:
+            embedder = embedder or SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size)
+            if embedder.dimension != rc.embedding_dimension:
+                raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
+            tokens = TiktokenCounter(rc.tokenizer_encoding)
+            qclient = _qdrant_client(config, home)
+            closers.append(qclient)
+            if rc.vector_backend == "edge":
+                chunks: ChunkIndex = EdgeChunkIndex.open(home / "vectors", dimension=rc.embedding_dimension)
+            else:
+                chunks = QdrantChunkIndex(qclient, f"{rc.collection_prefix}_chunks", dimension=rc.embedding_dimension)
+            closers.insert(0, chunks)
+            shared = SharedEmbeddings(embedder)
+            memory = build_memory(
+                client=qclient,
+                collection=f"{rc.collection_prefix}_mem0",
+                dimension=rc.embedding_dimension,
+                embeddings=shared,
+                history_db_path=str(home / "mem0_history.db"),
+            )
+            closers.insert(0, memory)
+            registry = Mem0Registry(memory, shared)
+        except BaseException:
+            for c in closers:
+                _close_quietly(c)
+            lock.release()
+            raise
+        closers.append(lock)
+        return cls(home=home, config=config, embedder=embedder, tokens=tokens, chunks=chunks, registry=registry, closers=closers)
+
+    # -- cache invalidation --------------------------------------------------------------
+    def generation(self, deal_id: str) -> int:
+        """Bumped whenever the deal's chunks change in this process; caches key on it."""
+        with self._gen_lock:
+            return self._generations.get(deal_id, 0)
+
+    def bump(self, deal_ids: set[str] | list[str]) -> None:
+        with self._gen_lock:
+            for d in deal_ids:
+                self._generations[d] = self._generations.get(d, 0) + 1
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        closers, self._closers = self._closers, []
+        for c in closers:
+            _close_quietly(c)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _qdrant_client(config: NodeConfig, home: Path) -> Any:
+    from qdrant_client import QdrantClient
+
+    rc = config.retrieval
+    try:
+        if rc.vector_db_url in (None, ""):
+            return QdrantClient(path=str(home / "qdrant"))
+        if rc.vector_db_url == ":memory:":
+            return QdrantClient(location=":memory:")
+        if "://" in rc.vector_db_url:
+            return QdrantClient(url=rc.vector_db_url, api_key=rc.vector_db_api_key, timeout=int(rc.vector_db_timeout_s))
+        return QdrantClient(path=rc.vector_db_url)
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise StoreLockedError(f"the Qdrant database under {home} is open in another process: {exc}") from exc
+        raise BackendError(f"cannot open Qdrant ({rc.vector_db_url or home / 'qdrant'}): {exc}") from exc
+    except Exception as exc:
+        raise BackendError(f"cannot open Qdrant ({rc.vector_db_url or home / 'qdrant'}): {exc}") from exc
+
+
+def _close_quietly(obj: Any) -> None:
+    if isinstance(obj, _DirLock):
+        obj.release()
+        return
+    close = getattr(obj, "close", None)
+    if close is None:
+        return
+    try:
+        close()
+    except Exception:  # closing must not mask the error being raised
+        pass
+
+
+__all__ = ["DEFAULT_HOME", "HOME_ENV", "Store", "resolve_home"]

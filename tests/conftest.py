@@ -1,0 +1,80 @@
+"""Shared fixtures: real MiniLM, real Qdrant (edge + local mode), real Mem0, real tiktoken."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from retrieval_node.config import NodeConfig, load_config
+from retrieval_node.embedding import SentenceTransformerEmbedder
+from retrieval_node.models import DocumentChunk
+from retrieval_node.store import Store
+from retrieval_node.tokens import TiktokenCounter
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_DATA = REPO / "retrieval_node" / "sample_data"
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder.load()
+
+
+@pytest.fixture(scope="session")
+def counter() -> TiktokenCounter:
+    return TiktokenCounter()
+
+
+@pytest.fixture(scope="session")
+def node_config() -> NodeConfig:
+    return load_config()
+
+
+@pytest.fixture()
+def store(tmp_path: Path, embedder: SentenceTransformerEmbedder, node_config: NodeConfig) -> Iterator[Store]:
+    st = Store.open(tmp_path / "store", config=node_config, embedder=embedder)
+    try:
+        yield st
+    finally:
+        st.close()
+
+
+@pytest.fixture()
+def make_chunk(counter: TiktokenCounter):
+    def _make(
+        content: str,
+        *,
+        deal_id: str = "2026-TEST-0001",
+        document_id: str | None = None,
+        role: str = "TITLE_SEARCH",
+        section: str = "INSTRUMENTS_REGISTER",
+        page: int = 1,
+        page_end: int | None = None,
+        metadata: dict | None = None,
+        ocr_confidence: float = 0.95,
+    ) -> DocumentChunk:
+        return DocumentChunk.build(
+            deal_id=deal_id,
+            document_id=document_id or f"{deal_id}/title-search.pdf",
+            document_role=role,
+            page_start=page,
+            page_end=page_end or page,
+            section_type=section,
+            content=content,
+            token_count=counter.count(content),
+            ocr_confidence=ocr_confidence,
+            metadata=metadata or {},
+        )
+
+    return _make
+
+
+def write_jsonl(path: Path, chunks: list[DocumentChunk], extra_lines: list[str | bytes] = ()) -> Path:
+    with open(path, "wb") as fh:
+        for c in chunks:
+            fh.write(c.model_dump_json().encode() + b"\n")
+        for line in extra_lines:
+            fh.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
+    return path

@@ -1,0 +1,129 @@
+"""Ingest into the real embedded store: qdrant-edge, Mem0 on Qdrant local mode, MiniLM, tiktoken."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval_node.backends.vectors import SearchScope, point_id
+from retrieval_node.ingest import Ingestor, parse_chunk_line
+from tests.conftest import write_jsonl
+
+LIEN = (
+    "INSTRUMENTS REGISTER (continued)\n252 114 567  2025/11/03  BUILDERS' LIEN\n"
+    "Lienholder: Bow River Drywall Ltd. Amount: $48,260.00 for unpaid work and materials supplied to Unit 12."
+)
+
+
+def test_ingest_stores_vectors_and_registry(store, make_chunk, tmp_path):
+    chunks = [make_chunk(LIEN, page=2), make_chunk("Certificate of Title. Registered owner: Jane Doe.", section="TITLE_SUMMARY", page=1)]
+    report = Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks)])
+    assert (report.ingested, report.unchanged, report.rejected) == (2, 0, [])
+    records = store.registry.deal_records("2026-TEST-0001")
+    assert sorted(r.chunk_id for r in records) == sorted(c.chunk_id for c in chunks)
+    lien = next(r for r in records if r.page_start == 2)
+    assert lien.section_type == "INSTRUMENTS_REGISTER" and lien.zones == ("instruments_register",)
+    payload = store.chunks.payloads([point_id(chunks[0].chunk_id, 0)])[point_id(chunks[0].chunk_id, 0)]
+    assert payload["content"] == LIEN and payload["content_hash"] == chunks[0].content_hash
+    # the registry write reused the batch embedding: Mem0 never ran the model
+    assert store.registry._embeddings.model_calls == 0
+
+
+def test_ingest_twice_reports_every_chunk_unchanged(store, make_chunk, tmp_path):
+    chunks = [make_chunk(f"Page {i}: caveat re purchaser's interest, instrument 25{i} 001 00{i}", page=i) for i in range(1, 8)]
+    path = write_jsonl(tmp_path / "deal.jsonl", chunks)
+    first = Ingestor(store).ingest([path])
+    count = store.chunks.count()
+    second = Ingestor(store).ingest([path])
+    assert first.ingested == 7
+    assert (second.ingested, second.unchanged, second.rejected) == (0, 7, [])
+    assert store.chunks.count() == count
+    assert len(store.registry.deal_records("2026-TEST-0001")) == 7
+
+
+def test_broken_lines_are_named_and_good_lines_kept(store, make_chunk, tmp_path):
+    good = [make_chunk("Tax certificate: 2026 levy $3,912.44, arrears $0.00", role="TAX_CERTIFICATE", section="TAX_ARREARS", page=i) for i in (1, 2)]
+    bad_hash = good[0].model_dump(mode="json") | {"content": "tampered text"}
+    wrong_tokens = good[0].model_dump(mode="json") | {"token_count": 999}
+    bad_enum = good[1].model_dump(mode="json") | {"section_type": "LIENS"}
+    path = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        good,
+        [json.dumps(bad_hash), "{not json", json.dumps(wrong_tokens), json.dumps(bad_enum), b"\xff\xfe bad bytes", "[1, 2]"],
+    )
+    report = Ingestor(store).ingest([path])
+    assert report.ingested == 2
+    got = {(r.line, r.field) for r in report.rejected}
+    assert got == {(3, "content_hash"), (4, "(line)"), (5, "token_count"), (6, "section_type"), (7, "(line)"), (8, "(line)")}
+    assert all(r.file == str(path) for r in report.rejected)
+    assert "LIENS" in next(r.error for r in report.rejected if r.field == "section_type")
+
+
+def test_chunk_of_another_deal_is_rejected_not_moved(store, make_chunk, tmp_path):
+    a = make_chunk("Caveat 252 300 111 re: option to purchase", deal_id="DEAL-A", document_id="shared/title.pdf")
+    Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", [a])])
+    b = a.model_copy(update={"deal_id": "DEAL-B"})
+    report = Ingestor(store).ingest([write_jsonl(tmp_path / "b.jsonl", [b])])
+    assert report.ingested == 0
+    assert [(r.field, "DEAL-A" in r.error) for r in report.rejected] == [("deal_id", True)]
+    assert store.registry.deal_records("DEAL-B") == []
+    hits = store.chunks.search(store.embedder.embed(["option to purchase"])[0], SearchScope("DEAL-B"), 10)
+    assert hits == []
+
+
+def test_long_chunk_is_searchable_past_the_model_window(store, make_chunk, tmp_path):
+    filler = " ".join(f"Bylaw {i}: owners shall keep balconies free of storage and comply with quiet hours." for i in range(60))
+    tail = " The board records a special levy of $18,400 per unit for parkade membrane replacement."
+    chunk = make_chunk(filler + tail, role="CONDO_DOCS", section="CONDO_BYLAWS")
+    Ingestor(store).ingest([write_jsonl(tmp_path / "long.jsonl", [chunk])])
+    payload = store.chunks.payloads([point_id(chunk.chunk_id, 0)])[point_id(chunk.chunk_id, 0)]
+    n = payload["n_windows"]
+    assert n >= 4
+    q = store.embedder.embed(["special levy per unit for parkade membrane"])[0]
+    hits = store.chunks.search(q, SearchScope("2026-TEST-0001"), 10)
+    best = max(hits, key=lambda h: h.score)
+    assert best.window == n - 1
+    assert chunk.content[best.payload["char_start"]:best.payload["char_end"]].endswith("membrane replacement.")
+
+
+def test_half_registered_chunk_is_repaired(store, make_chunk, tmp_path):
+    chunk = make_chunk("Writ of enforcement 262 010 222 against the registered owner", page=4)
+    ingestor = Ingestor(store)
+    # simulate a crash between the vector write and the registry write: vectors only
+    from retrieval_node.ingest import _Pending
+
+    p = _Pending(chunk=chunk, file="x", line=1, needs_vectors=True, needs_registry=False)
+    ingestor._write([p], progress=False)
+    assert store.registry.deal_records("2026-TEST-0001") == []
+    report = ingestor.ingest([write_jsonl(tmp_path / "r.jsonl", [chunk])])
+    assert (report.ingested, report.repaired) == (1, 1)
+    assert [r.chunk_id for r in store.registry.deal_records("2026-TEST-0001")] == [chunk.chunk_id]
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"chunk_id": 5}', "chunk_id"),
+        (b'"just a string"', "(line)"),
+        (b"x" * (5 * 1024 * 1024), "(line)"),
+    ],
+)
+def test_parse_chunk_line_never_raises(raw, field):
+    out = parse_chunk_line(raw, file="f", line=1, count_tokens=None)
+    assert out.field == field
+
+
+def test_string_numbers_are_wrong_types(make_chunk):
+    data = make_chunk("Legal description: Plan 0512345 Block 4 Lot 17").model_dump(mode="json") | {"page_start": "1"}
+    out = parse_chunk_line(json.dumps(data).encode(), file="f", line=3, count_tokens=None)
+    assert (out.line, out.field) == (3, "page_start")
+
+
+def test_query_vector_of_registry_matches_the_chunk(store, make_chunk, tmp_path):
+    chunk = make_chunk("Special assessment for roof replacement approved at the AGM")
+    Ingestor(store).ingest([write_jsonl(tmp_path / "s.jsonl", [chunk])])
+    res = store.registry.memory.search("roof special assessment", filters={"user_id": "conv-2026-TEST-0001"}, top_k=3)
+    top = res["results"][0]
+    assert top["metadata"]["chunk_id"] == chunk.chunk_id
+    assert top["score"] > 0.3  # a real similarity of the chunk's own vector
