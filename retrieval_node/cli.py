@@ -118,6 +118,63 @@ def patterns_add(
     raise typer.Exit(0 if not rejected else 1)
 
 
+@app.command()
+def retrieve(
+    deal: Annotated[str, typer.Option("--deal", help="Deal id, e.g. 2026-ACME-0042.")],
+    agent: Annotated[str, typer.Option("--agent", help="investigator | tax | condo | scribe (configs/agents.yaml).")],
+    stage: Annotated[str, typer.Option("--stage", help="INTAKE | DILIGENCE | DRAFTING | CLOSING.")] = "DILIGENCE",
+    budget: Annotated[int | None, typer.Option("--budget", help="Token budget (cl100k); default from the agent profile.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run one agent's retrieval; --json prints {"package": ..., "summary": ...}."""
+    _setup_logging()
+    from .agent import RetrievalAgent
+
+    try:
+        with _open_store(store) as st:
+            ra = RetrievalAgent(st)
+            intent = ra.intent_for(agent, deal_id=deal, stage=stage.upper(), budget=budget)
+            package, summary = ra.retrieve_sync(intent)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    except ValueError as exc:  # pydantic validation of the intent (names the field)
+        _fail(UsageError(str(exc)), as_json)
+        return
+    if as_json:
+        typer.echo(json.dumps({"package": package.model_dump(mode="json"), "summary": summary.model_dump(mode="json")}))
+        return
+    print_package(agent, package, summary, budget=intent.max_tokens_budget)
+
+
+def print_package(agent: str, package: Any, summary: Any, *, budget: int) -> None:
+    """Human-readable view of one retrieval (tables, not raw JSON)."""
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    console = Console()
+    head = (
+        f"[bold]{agent}[/] ({package.agent_id}, {package.intent_id}) deal {package.deal_id}\n"
+        f"tokens {package.total_tokens} of {budget} | chunks {summary.chunks_selected} of {summary.chunks_inspected} inspected | "
+        f"zone coverage {summary.structural_coverage_score:.0%} | audit {summary.audit_id}"
+    )
+    console.print(Panel(head, expand=False))
+    table = Table("#", "document", "section", "pages", "chunk")
+    for i, ref in enumerate(package.ordered_chunks, start=1):
+        table.add_row(f"E{i}", ref.document_id, ref.section_type.value, ref.page_range, ref.chunk_id[:12])
+    console.print(table)
+    console.print(f"[bold]Risks:[/] {package.risk_summary}")
+    if summary.missing_zones:
+        console.print(f"[bold red]Missing zones:[/] {', '.join(summary.missing_zones)}")
+    if summary.needs_human_input:
+        console.print("[bold red]Needs human input[/]")
+    for f in summary.fallbacks:
+        console.print(f"[yellow]fallback:[/] {f}")
+    console.print(f"[dim]{package.exclusions_note}[/]")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -104,6 +104,7 @@ class RegistryRecord:
     sensitivity: str
     document_created_at: str | None
     ingested_at: str
+    content: str
 
     @property
     def page_range(self) -> str:
@@ -320,6 +321,7 @@ def _registry_record(row: dict[str, Any]) -> RegistryRecord:
             sensitivity=m.get("sensitivity", "confidential"),
             document_created_at=m.get("document_created_at"),
             ingested_at=m["ingested_at"],
+            content=str(row.get("memory", "")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BackendError(f"Mem0 registry record {row.get('id')} is malformed ({exc!r}); re-ingest the deal") from exc

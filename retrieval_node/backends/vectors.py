@@ -86,6 +86,10 @@ class ChunkIndex(Protocol):
 
     def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]: ...
 
+    def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
+        """Full first-window payloads of every chunk of one deal (the vector-only structural source)."""
+        ...
+
     def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]: ...
 
     def count(self) -> int: ...
@@ -143,7 +147,8 @@ class EdgeChunkIndex:
                 shard = qe.EdgeShard.create(str(path), config)
                 for field in INDEXED_FIELDS:
                     shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
-                shard.update(qe.UpdateOperation.create_field_index("created_at_ts", qe.PayloadSchemaType.Float))
+                shard.update(qe.UpdateOperation.create_field_index("window", qe.PayloadSchemaType.Integer))
+                shard.update(qe.UpdateOperation.create_field_index("ingested_at_ts", qe.PayloadSchemaType.Float))
         except Exception as exc:
             raise BackendError(f"cannot open the qdrant-edge shard at {path}: {exc}") from exc
         return cls(shard, path=path)
@@ -211,6 +216,25 @@ class EdgeChunkIndex:
             raise BackendError(f"qdrant-edge search failed: {exc}") from exc
         return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in res], scope) for res in results]
 
+    def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
+        import qdrant_edge as qe
+
+        flt = qe.Filter(must=[
+            qe.FieldCondition(key="deal_id", match=qe.MatchValue(value=deal_id)),
+            qe.FieldCondition(key="window", match=qe.MatchValue(value=0)),
+        ])
+        out: list[dict[str, Any]] = []
+        offset: Any = None
+        try:
+            while True:
+                records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, filter=flt, with_payload=True, with_vector=False))
+                out.extend(dict(r.payload or {}) for r in records)
+                if offset is None:
+                    break
+        except Exception as exc:
+            raise BackendError(f"qdrant-edge scroll failed: {exc}") from exc
+        return [p for p in out if p.get("deal_id") == deal_id]
+
     def count(self) -> int:
         return int(self._shard.info().points_count)
 
@@ -255,6 +279,7 @@ class QdrantChunkIndex:
                 )
                 for field in INDEXED_FIELDS:
                     self._client.create_payload_index(self.collection, field, field_schema=qm.PayloadSchemaType.KEYWORD)
+                self._client.create_payload_index(self.collection, "window", field_schema=qm.PayloadSchemaType.INTEGER)
         except Exception as exc:
             raise BackendError(f"Qdrant: cannot create or open collection {self.collection!r}: {exc}") from exc
 
@@ -312,6 +337,25 @@ class QdrantChunkIndex:
         except Exception as exc:
             raise BackendError(f"Qdrant search failed: {exc}") from exc
         return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
+
+    def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
+        from qdrant_client import models as qm
+
+        flt = qm.Filter(must=[
+            qm.FieldCondition(key="deal_id", match=qm.MatchValue(value=deal_id)),
+            qm.FieldCondition(key="window", match=qm.MatchValue(value=0)),
+        ])
+        out: list[dict[str, Any]] = []
+        offset: Any = None
+        try:
+            while True:
+                records, offset = self._client.scroll(self.collection, scroll_filter=flt, limit=1024, offset=offset, with_payload=True, with_vectors=False)
+                out.extend(dict(r.payload or {}) for r in records)
+                if offset is None:
+                    break
+        except Exception as exc:
+            raise BackendError(f"Qdrant scroll failed: {exc}") from exc
+        return [p for p in out if p.get("deal_id") == deal_id]
 
     def count(self) -> int:
         try:

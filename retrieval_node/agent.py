@@ -1,0 +1,432 @@
+"""The RetrievalAgent: composes retrieve -> rank -> pack -> coverage -> audit (spec 1.2).
+
+``RetrievalAgent.retrieve(intent)`` (async) and ``retrieve_sync(intent)`` return
+``(ContextPackage, RetrievalSummary)``. Same intent on the same store gives the
+same package and ``package_hash`` (ties broken by chunk id).
+
+Fallbacks (spec 5), each recorded in ``summary.fallbacks``:
+
+* no chunk in the target sections -> minimal package, ``UNABLE_TO_ASSESS``, ``needs_human_input``;
+* budget too small for the required zones or the material risks -> greedy by risk, shortfall reported;
+* Mem0 unavailable -> structural filter from the vector payloads;
+* nothing scores above ``risk_threshold`` -> broaden to every section once, then flag for human review;
+* Qdrant unavailable -> :class:`~retrieval_node.errors.BackendError`; no package is fabricated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from .audit import AuditLog, new_audit_id
+from .backends.vectors import SearchScope
+from .config import AgentProfile, NodeConfig
+from .coverage import CoverageReport, CoverageSelfCheck
+from .errors import IntentError, UnknownAgentError
+from .models import (
+    ContextPackage,
+    RetrievalAuditEntry,
+    RetrievalIntent,
+    RetrievalMetrics,
+    RetrievalSummary,
+    Stage,
+)
+from .pack import ContextPackager, Scored, Selection, build_package
+from .rank import RiskAwareRanker
+from .retrieve import Candidate, ChunkView, RetrievalResult, SegmentAwareRetriever
+from .store import Store
+
+#: Weight of BM25 inside the semantic term (the rest is the dense cosine).
+LEXICAL_WEIGHT = 0.3
+
+
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._d: OrderedDict[str, tuple[float, np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, ttl: float) -> np.ndarray | None:
+        with self._lock:
+            item = self._d.get(key)
+            if item is None or time.monotonic() - item[0] > ttl:
+                return None
+            self._d.move_to_end(key)
+            return item[1]
+
+    def put(self, key: str, value: np.ndarray) -> None:
+        with self._lock:
+            self._d[key] = (time.monotonic(), value)
+            self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+
+def intent_from_profile(
+    name: str,
+    profile: AgentProfile,
+    *,
+    deal_id: str,
+    stage: Stage | str = Stage.DILIGENCE,
+    budget: int | None = None,
+    query_text: str | None = None,
+) -> RetrievalIntent:
+    """Build the intent of a configured agent profile (what adapters start from)."""
+    stage = Stage(stage)
+    if stage not in profile.stages:
+        raise IntentError(f"agent {name!r} does not run in stage {stage.value}; configured stages: {[s.value for s in profile.stages]}")
+    return RetrievalIntent(
+        intent_id=profile.intent_id,
+        deal_id=deal_id,
+        agent_id=profile.agent_id,
+        query_text=query_text or profile.query_text,
+        target_section_types=profile.target_section_types,
+        risk_profile=profile.risk_profile,
+        max_tokens_budget=budget if budget is not None else profile.max_tokens_budget,
+        required_structural_zones=profile.required_zones or None,
+        stage=stage,
+        document_roles=profile.document_roles,
+    )
+
+
+class RetrievalAgent:
+    """Stage-1 retrieval for one store.
+
+    >>> agent = RetrievalAgent(store)                                            # doctest: +SKIP
+    >>> package, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-ACME-0042"))  # doctest: +SKIP
+    >>> summary.missing_zones, package.total_tokens <= 4000                      # doctest: +SKIP
+    ([], True)
+    """
+
+    def __init__(self, store: Store, *, config: NodeConfig | None = None) -> None:
+        self.store = store
+        self.config = config or store.config
+        if self.config.risk_signals is None:
+            raise IntentError("configs/risk_signals.yaml is missing: the ranker needs risk lexicons")
+        self.retriever = SegmentAwareRetriever(store)
+        self.ranker = RiskAwareRanker(self.config.risk_signals, lexical_weight=LEXICAL_WEIGHT)
+        self.packager = ContextPackager(store.tokens)
+        self.coverage = CoverageSelfCheck(self.packager)
+        self.audit = AuditLog(store.home / "audit", store.registry)
+        self._queries = _LRU(512)
+        self._semaphore = threading.BoundedSemaphore(self.config.retrieval.max_concurrent_retrievals)
+        self._async_semaphore: asyncio.Semaphore | None = None
+        self._patterns: tuple[float, list[tuple[str, str, str]]] | None = None
+        self._patterns_lock = threading.Lock()
+        self.active = 0
+        self.peak_active = 0
+        self._active_lock = threading.Lock()
+
+    # -- intents -------------------------------------------------------------------------
+    def intent_for(self, agent: str, *, deal_id: str, stage: Stage | str = Stage.DILIGENCE, budget: int | None = None, query_text: str | None = None) -> RetrievalIntent:
+        profile = self.config.agents.get(agent)
+        if profile is None:
+            raise UnknownAgentError(f"unknown agent {agent!r}; configured agents: {sorted(self.config.agents)}")
+        return intent_from_profile(agent, profile, deal_id=deal_id, stage=stage, budget=budget, query_text=query_text)
+
+    def _domains(self, intent: RetrievalIntent) -> list[str]:
+        for profile in self.config.agents.values():
+            if profile.intent_id == intent.intent_id and profile.risk_domains:
+                return list(profile.risk_domains)
+        return sorted(self.config.risk_signals.domains) if self.config.risk_signals else []
+
+    # -- entry points --------------------------------------------------------------------
+    async def retrieve(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary]:
+        """Async entry point; the work runs in a thread, at most ``max_concurrent_retrievals`` at once."""
+        return await asyncio.to_thread(self.retrieve_sync, intent)
+
+    def retrieve_sync(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary]:
+        with self._semaphore:
+            with self._active_lock:
+                self.active += 1
+                self.peak_active = max(self.peak_active, self.active)
+            try:
+                package, summary, _metrics = self._run(intent)
+                return package, summary
+            finally:
+                with self._active_lock:
+                    self.active -= 1
+
+    def retrieve_with_metrics(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
+        with self._semaphore:
+            return self._run(intent)
+
+    # -- pipeline ------------------------------------------------------------------------
+    def _query_vector(self, text: str) -> tuple[np.ndarray, int]:
+        ttl = float(self.config.retrieval.cache_ttl_seconds)
+        vec = self._queries.get(text, ttl)
+        if vec is not None:
+            return vec, 0
+        vec = self.store.embedder.embed([text])[0]
+        self._queries.put(text, vec)
+        return vec, 1
+
+    def _pattern_rows(self, fallbacks: list[str]) -> tuple[list[tuple[str, str, str]], int]:
+        ttl = float(self.config.retrieval.cache_ttl_seconds)
+        with self._patterns_lock:
+            if self._patterns is not None and time.monotonic() - self._patterns[0] <= ttl:
+                return self._patterns[1], 0
+            try:
+                rows = [(p.entity_id, p.topic, p.memory_id) for p in self.store.registry.all_patterns()]
+            except Exception as exc:  # patterns only refine γ; their loss is recorded, not fatal
+                fallbacks.append(f"patterns_unavailable: γ term set to 0 ({exc})")
+                return [], 1
+            self._patterns = (time.monotonic(), rows)
+            return rows, 1
+
+    def invalidate_patterns(self) -> None:
+        with self._patterns_lock:
+            self._patterns = None
+
+    def _score(self, cands: Sequence[Candidate], result: RetrievalResult, intent: RetrievalIntent, patterns: list[tuple[str, str, str]], origin: str) -> list[Scored]:
+        weights = self.config.weights[intent.risk_profile]
+        domains = self._domains(intent)
+        out = []
+        for c in cands:
+            terms = self.ranker.score(
+                content_hash=c.chunk.content_hash, content=c.chunk.content, entity_ids=c.chunk.entity_ids,
+                cosine=c.cosine, bm25=c.bm25, best_bm25=result.best_bm25, weights=weights, domains=domains, patterns=patterns,
+            )
+            out.append(Scored(chunk=c.chunk, terms=terms, group=c.group, origin=origin))
+        return out
+
+    def _run(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
+        t_start = time.perf_counter()
+        timings: dict[str, float] = {}
+        fallbacks: list[str] = []
+        mem0_calls = 0
+        rc = self.config.retrieval
+
+        t = time.perf_counter()
+        qvec, emb_calls = self._query_vector(intent.query_text)
+        timings["embed_ms"] = (time.perf_counter() - t) * 1000
+
+        view, calls = self.retriever.deal_view(intent.deal_id, fallbacks)
+        mem0_calls += calls
+        if not view.chunks:
+            raise IntentError(f"deal_id {intent.deal_id!r} has no registered chunks in this store; ingest its documents first")
+        if view.rejected:
+            fallbacks.append(f"integrity: {len(view.rejected)} registry record(s) failed their hash check and were skipped")
+
+        sections = [s.value for s in intent.target_section_types]
+        roles = [r.value for r in intent.document_roles] if intent.document_roles else None
+        result = self.retriever.retrieve(
+            deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=sections,
+            document_roles=roles, as_of=intent.as_of, top_k=rc.semantic_top_k,
+        )
+        fallbacks.extend(f for f in result.fallbacks if f not in fallbacks)
+        for k, v in result.timings_ms.items():
+            timings[k] = timings.get(k, 0.0) + v
+
+        t = time.perf_counter()
+        patterns, calls = self._pattern_rows(fallbacks)
+        mem0_calls += calls
+        scored = self._score(result.candidates, result, intent, patterns, "search")
+        confidence = max((max(s.terms.semantic, s.terms.risk) for s in scored), default=0.0)
+        needs_human = False
+        if scored and confidence < rc.risk_threshold:
+            broadened = self.retriever.retrieve(
+                deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=None,
+                document_roles=roles, as_of=intent.as_of, top_k=rc.semantic_top_k,
+            )
+            known = {s.chunk.chunk_id for s in scored}
+            scored += self._score([c for c in broadened.candidates if c.chunk.chunk_id not in known], broadened, intent, patterns, "broadened")
+            confidence = max((max(s.terms.semantic, s.terms.risk) for s in scored), default=0.0)
+            if confidence < rc.risk_threshold:
+                needs_human = True
+                fallbacks.append(f"low_confidence: best score {confidence:.2f} < risk_threshold {rc.risk_threshold} after broadening to every section; human review needed")
+            else:
+                fallbacks.append(f"low_confidence_broadened: no target-section chunk reached {rc.risk_threshold}; searched every section once")
+        timings["ranking_ms"] = (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        budget = intent.max_tokens_budget
+        overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
+        sel = self.packager.select(scored, budget=budget, overhead=overhead) if scored else Selection()
+        timings["packaging_ms"] = (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        required = list(intent.required_structural_zones or [])
+        scored_by_id = {s.chunk.chunk_id: s for s in scored}
+
+        def zone_candidates(zone: str) -> list[Scored]:
+            members = [c for c in view.chunks.values() if zone in c.zones and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())]
+            if roles is not None:
+                members = [c for c in members if c.document_role in roles or zone in ("tax_certificate", "municipal_arrears", "tax_liens")]
+            if not members:
+                return []
+            missing = [c for c in members if c.chunk_id not in scored_by_id]
+            if missing:
+                zvec, _ = self._query_vector(f"{zone.replace('_', ' ')}: {intent.query_text}")
+                hits = self.store.chunks.search(zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), limit=8 * len(missing))
+                best: dict[str, float] = {}
+                for h in hits:
+                    best[h.chunk_id] = max(best.get(h.chunk_id, 0.0), h.score)
+                bm = view.bm25_scores(intent.query_text)
+                extra = [Candidate(chunk=c, cosine=best.get(c.chunk_id, 0.0), bm25=bm.get(c.chunk_id, 0.0)) for c in missing]
+                for s in self._score(extra, result, intent, patterns, f"zone:{zone}"):
+                    scored_by_id[s.chunk.chunk_id] = s
+            return [scored_by_id[c.chunk_id] for c in members]
+
+        report = self.coverage.run(required=required, sel=sel, zone_candidates=zone_candidates, budget=budget, overhead=overhead) if required else CoverageReport(required=[])
+        timings["coverage_ms"] = (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        refs, _text, total = self.packager.finalize(sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id)
+        if report.required:
+            report.covered = sorted({z for r in refs for z in r.zones} & set(report.required))
+            report.unfit = sorted(set(report.unfit) | (set(report.required) - set(report.covered) - set(report.absent)))
+        selected_ids = [r.chunk_id for r in refs]
+        missed_risks = [s for cid, s in scored_by_id.items() if s.material and cid not in sel.chosen]
+        if missed_risks:
+            needs_human = True
+            fallbacks.append(f"budget_shortfall: {len(missed_risks)} chunk(s) with material risk did not fit in {budget} tokens; greedy by risk kept the strongest")
+        if report.unfit:
+            needs_human = True
+            fallbacks.append(f"budget_shortfall: required zone(s) {report.unfit} present in the deal but did not fit in {budget} tokens")
+        if report.absent:
+            needs_human = True
+        if not scored:
+            needs_human = True
+            fallbacks.append(f"no_chunks: no {sections} chunks for deal {intent.deal_id}")
+
+        risk_distribution: dict[str, int] = {}
+        for cid in selected_ids:
+            for k in sel.chosen[cid].terms.risk_kinds:
+                risk_distribution[k] = risk_distribution.get(k, 0) + 1
+        toc = self._toc(view.chunks.values(), sections, roles, refs, report)
+        exclusions = self._exclusions(sel, scored_by_id, report)
+        risk_summary = self._risk_summary(intent, refs, sel, missed_risks, len(scored))
+        package = build_package(
+            deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id, refs=refs,
+            structural_toc=toc, exclusions_note=exclusions, total_tokens=total, risk_summary=risk_summary,
+        )
+        timings["packaging_ms"] += (time.perf_counter() - t) * 1000
+
+        t = time.perf_counter()
+        audit_id = new_audit_id()
+        entry = RetrievalAuditEntry(
+            timestamp=datetime.now(UTC), deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
+            query_text=intent.query_text, target_sections=sections, risk_profile=intent.risk_profile.value,
+            max_tokens=budget, candidates_found=len(scored_by_id), candidates_filtered=len(scored_by_id) - len(refs),
+            final_chunks=len(refs), context_package_hash=package.package_hash,
+            exclusions=sorted(f"{cid}: {why}" for cid, why in sel.excluded.items()),
+            risk_flags=sorted(k for cid in selected_ids for k in sel.chosen[cid].terms.risk_kinds),
+            confidence_score=min(1.0, confidence), coverage_completeness=report.score, human_review_required=needs_human,
+        )
+        snapshot = {
+            "audit_id": audit_id,
+            "intent": intent.model_dump(mode="json"),
+            "package": package.model_dump(mode="json"),
+            "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict()} for cid in selected_ids],
+            "rejected": [{"chunk_id": cid, "reason": why} for cid, why in sorted(sel.excluded.items())],
+            "candidates": [{"chunk_id": cid, "section_type": s.chunk.section_type, "page_range": s.chunk.page_range, "document_id": s.chunk.document_id, "origin": s.origin, "terms": s.terms.as_dict()} for cid, s in sorted(scored_by_id.items())],
+            "coverage": {"required": report.required, "covered": report.covered, "partial": {k: list(v) for k, v in report.partial.items()}, "absent": report.absent, "unfit": report.unfit},
+            "fallbacks": list(fallbacks),
+            "audit_entry": entry.model_dump(mode="json"),
+        }
+        digest = self.audit.write_snapshot(audit_id, snapshot)
+        note = self.audit.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=qvec)
+        mem0_calls += 1
+        if note:
+            fallbacks.append(note)
+        timings["audit_ms"] = (time.perf_counter() - t) * 1000
+        timings["total_ms"] = (time.perf_counter() - t_start) * 1000
+
+        summary = RetrievalSummary(
+            audit_id=audit_id,
+            chunks_inspected=len(scored_by_id),
+            chunks_selected=len(refs),
+            tokens_selected=total,
+            risk_distribution=risk_distribution,
+            structural_coverage_score=report.score,
+            missing_zones=report.missing,
+            needs_human_input=needs_human,
+            fallbacks=fallbacks,
+            latency_ms={k: round(v, 3) for k, v in timings.items()},
+        )
+        metrics = RetrievalMetrics(
+            deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
+            total_latency_ms=timings["total_ms"], mem0_query_time_ms=timings.get("structural_ms", 0.0),
+            vector_search_time_ms=timings.get("vector_ms", 0.0) + timings.get("embed_ms", 0.0),
+            ranking_time_ms=timings["ranking_ms"], packaging_time_ms=timings["packaging_ms"],
+            chunks_inspected=len(scored_by_id), chunks_selected=len(refs), tokens_selected=total,
+            risk_distribution=risk_distribution, structural_coverage_score=report.score,
+            embedding_api_calls=emb_calls, mem0_api_calls=mem0_calls, estimated_cost_usd=0.0,
+        )
+        return package, summary, metrics
+
+    # -- package text --------------------------------------------------------------------
+    @staticmethod
+    def _toc(chunks: Any, sections: list[str], roles: list[str] | None, refs: Sequence[Any], report: CoverageReport) -> str:
+        included = {r.chunk_id for r in refs}
+        by_doc: dict[tuple[str, str], list[ChunkView]] = {}
+        for c in chunks:
+            by_doc.setdefault((c.document_id, c.document_role), []).append(c)
+        lines = [f"Included {len(refs)} chunk(s). Target sections: {', '.join(sections)}" + (f"; roles: {', '.join(roles)}" if roles else "")]
+        for (doc, role), cs in sorted(by_doc.items()):
+            cs = sorted(cs, key=lambda c: c.reading_key)
+            inn = [f"{c.section_type} p{c.page_range}" for c in cs if c.chunk_id in included]
+            avail = sum(1 for c in cs if c.chunk_id not in included and c.section_type in sections)
+            if not inn and not avail:
+                continue
+            lines.append(f"- {doc} [{role}]: " + ("; ".join(inn) if inn else "nothing included") + (f" (+{avail} target-section chunk(s) available, not included)" if avail else ""))
+        if report.required:
+            marks = []
+            for z in report.required:
+                if z in report.absent:
+                    marks.append(f"{z}: MISSING (not in the deal's documents)")
+                elif z in report.unfit:
+                    marks.append(f"{z}: MISSING (did not fit the budget)")
+                elif z in report.partial:
+                    marks.append(f"{z}: partial ({report.partial[z][0]} of {report.partial[z][1]} chunks)")
+                else:
+                    marks.append(f"{z}: covered")
+            lines.append("Required zones: " + "; ".join(marks))
+        return "\n".join(lines)
+
+    @staticmethod
+    def _exclusions(sel: Selection, scored: dict[str, Scored], report: CoverageReport) -> str:
+        parts: list[str] = []
+        over = [(cid, why) for cid, why in sorted(sel.excluded.items())]
+        risky_out = [(cid, why) for cid, why in over if scored.get(cid) is not None and scored[cid].material]
+        for cid, why in risky_out:
+            s = scored[cid]
+            parts.append(f"LEFT OUT WITH MATERIAL RISK: {s.chunk.document_id} p{s.chunk.page_range} ({', '.join(s.terms.risk_kinds)}): {why}")
+        others = len(over) - len(risky_out)
+        if others:
+            parts.append(f"{others} lower-scoring chunk(s) left out for budget")
+        not_considered = [cid for cid in scored if cid not in sel.chosen and cid not in sel.excluded]
+        if not_considered:
+            parts.append(f"{len(not_considered)} zone chunk(s) retrieved for coverage but not needed")
+        for z in report.absent:
+            parts.append(f"required zone {z} is missing from the deal's documents: needs human input")
+        for z in report.unfit:
+            parts.append(f"required zone {z} did not fit the budget")
+        return "\n".join(parts) if parts else "Nothing excluded: every candidate fit the budget."
+
+    @staticmethod
+    def _risk_summary(intent: RetrievalIntent, refs: Sequence[Any], sel: Selection, missed: Sequence[Scored], inspected: int) -> str:
+        if inspected == 0:
+            return f"UNABLE_TO_ASSESS: no {', '.join(s.value for s in intent.target_section_types)} documents found for deal {intent.deal_id}"
+        lines = []
+        for i, r in enumerate(refs, start=1):
+            terms = sel.chosen[r.chunk_id].terms
+            if terms.risk_kinds:
+                evidence = ", ".join(list(terms.risk_terms) + list(terms.numeric))
+                lines.append(f"[E{i}] {', '.join(terms.risk_kinds)} in {r.document_id} p{r.page_range} ({evidence})")
+        if missed:
+            lines += [f"NOT IN PACKAGE (budget): {', '.join(s.terms.risk_kinds)} in {s.chunk.document_id} p{s.chunk.page_range}" for s in missed]
+        if lines:
+            return f"MATERIAL RISK INDICATORS ({len(lines)}):\n" + "\n".join(lines)
+        return f"NO MATERIAL RISK INDICATORS in {inspected} inspected chunk(s) (keyword and numeric screening; not a legal conclusion)"
+
+
+__all__ = ["RetrievalAgent", "intent_from_profile"]

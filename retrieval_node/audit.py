@@ -1,0 +1,152 @@
+"""Audit: snapshots on disk and audit entries written back to Mem0 (spec 4.2, 6.2).
+
+Each retrieval writes a snapshot (the package exactly as given, the summary, the
+intent and every candidate with its score terms) to
+``<store>/audit/snapshots/<audit_id>.json`` atomically, then a
+:class:`~retrieval_node.models.RetrievalAuditEntry` to Mem0 pointing at it.
+When Mem0 cannot take the entry, it is appended to ``<store>/audit/journal.jsonl``
+and written on a later call; it is never lost, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .backends.mem0_registry import Mem0Registry
+from .errors import BackendError, IntegrityError
+from .models import RetrievalAuditEntry, sha256_hex
+
+
+def new_audit_id() -> str:
+    return f"aud_{uuid.uuid4().hex}"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}_{threading.get_ident()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class AuditLog:
+    """Writes snapshots and Mem0 audit entries for one store.
+
+    >>> log = AuditLog(store.home / "audit", store.registry)     # doctest: +SKIP
+    >>> log.record(entry, snapshot, audit_id="aud_...")          # doctest: +SKIP
+    """
+
+    def __init__(self, directory: Path, registry: Mem0Registry) -> None:
+        self.directory = directory
+        self.registry = registry
+        self._journal_lock = threading.Lock()
+
+    @property
+    def journal_path(self) -> Path:
+        return self.directory / "journal.jsonl"
+
+    def snapshot_path(self, audit_id: str) -> Path:
+        if not audit_id.startswith("aud_") or not audit_id[4:].isalnum():
+            raise ValueError(f"not an audit id: {audit_id!r}")
+        return self.directory / "snapshots" / f"{audit_id}.json"
+
+    def write_snapshot(self, audit_id: str, snapshot: dict[str, Any]) -> str:
+        """Store the snapshot; returns the sha256 of its canonical JSON (kept in the Mem0 entry)."""
+        body = json.dumps(snapshot, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        digest = sha256_hex(body)
+        _atomic_write(self.snapshot_path(audit_id), json.dumps({"sha256": digest, "snapshot": snapshot}, sort_keys=True, ensure_ascii=False, default=str).encode())
+        return digest
+
+    def read_snapshot(self, audit_id: str) -> dict[str, Any]:
+        """The stored snapshot, after checking its hash; a tampered file raises :class:`IntegrityError`."""
+        path = self.snapshot_path(audit_id)
+        if not path.exists():
+            raise FileNotFoundError(f"no audit snapshot {audit_id} in {self.directory}")
+        wrapper = json.loads(path.read_text(encoding="utf-8"))
+        body = json.dumps(wrapper["snapshot"], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        if sha256_hex(body) != wrapper.get("sha256"):
+            raise IntegrityError(f"audit snapshot {audit_id} does not match its hash: it was modified after it was written")
+        return wrapper["snapshot"]
+
+    def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:
+        """Write the Mem0 audit entry; on failure journal it. Returns a fallback note, or None."""
+        self.flush_journal()
+        text, metadata = self._memory(entry, audit_id, snapshot_sha256)
+        try:
+            self.registry.add_audit(entry.deal_id, text, metadata, vector=vector)
+            return None
+        except BackendError as exc:
+            self._journal({"deal_id": entry.deal_id, "text": text, "metadata": metadata})
+            return f"audit_journaled: Mem0 did not take audit entry {audit_id} ({exc}); kept in {self.journal_path} for a later write"
+
+    def flush_journal(self) -> int:
+        """Write journaled entries to Mem0; entries that fail again stay journaled. Returns how many were written."""
+        with self._journal_lock:
+            if not self.journal_path.exists():
+                return 0
+            lines = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            kept: list[str] = []
+            written = 0
+            for ln in lines:
+                item = json.loads(ln)
+                if kept:
+                    kept.append(ln)
+                    continue
+                try:
+                    self.registry.add_audit(item["deal_id"], item["text"], item["metadata"])
+                    written += 1
+                except BackendError:
+                    kept.append(ln)
+            if kept:
+                _atomic_write(self.journal_path, ("\n".join(kept) + "\n").encode())
+            else:
+                self.journal_path.unlink()
+            return written
+
+    def pending(self) -> int:
+        if not self.journal_path.exists():
+            return 0
+        return sum(1 for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip())
+
+    def _journal(self, item: dict[str, Any]) -> None:
+        with self._journal_lock:
+            self.journal_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.journal_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(item, sort_keys=True, default=str) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    @staticmethod
+    def _memory(entry: RetrievalAuditEntry, audit_id: str, snapshot_sha256: str) -> tuple[str, dict[str, Any]]:
+        text = (
+            f"Retrieval {audit_id} for {entry.agent_id} ({entry.intent_id}) on deal {entry.deal_id}: "
+            f"{entry.final_chunks} of {entry.candidates_found} candidate chunks selected, "
+            f"risk flags {', '.join(entry.risk_flags) or 'none'}, coverage {entry.coverage_completeness:.2f}, "
+            f"package {entry.context_package_hash[:16]}"
+        )
+        data = entry.model_dump(mode="json")
+        metadata = {
+            "audit_id": audit_id,
+            "intent_id": entry.intent_id,
+            # Mem0 reserves agent_id for its scope; the requesting agent is kept under another key.
+            "requesting_agent_id": entry.agent_id,
+            "chunks_inspected": entry.candidates_found,
+            "chunks_selected": entry.final_chunks,
+            "risk_distribution": {k: entry.risk_flags.count(k) for k in sorted(set(entry.risk_flags))},
+            "context_package_hash": entry.context_package_hash,
+            "snapshot_sha256": snapshot_sha256,
+            "audit_entry": data,
+        }
+        return text, metadata
+
+
+__all__ = ["AuditLog", "new_audit_id"]

@@ -1,0 +1,386 @@
+"""Risk-aware ranking (spec 3.2): ``combined = α·semantic + β·risk_signal + γ·mem0_pattern``.
+
+Every term is a pure function returning a value in [0, 1]:
+
+* :func:`semantic_score` fuses the dense cosine (absolute, clipped) with a BM25
+  score normalised by the best BM25 score in the deal.
+* :func:`risk_signal` reads the configured lexicons on OCR-normalised text,
+  discounts mentions that a benign cue neutralises ("no caveats registered",
+  "discharged", "paid in full", "caveat emptor"), and adds numeric detectors
+  (a reserve fund far below its recommended balance, an arrears amount above
+  zero) where no keyword appears.
+* :func:`pattern_score` rates institutional pattern memories that match an
+  entity of the chunk.
+
+:class:`RiskAwareRanker` applies them and keeps every term per chunk so each
+selection can be explained.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .config import RiskLexicon, RiskWeights
+
+# --------------------------------------------------------------------------- semantic
+
+
+def dense_score(cosine: float) -> float:
+    """Cosine similarity mapped to [0, 1] by clipping: ``max(0, min(1, cos))``.
+
+    Absolute, not relative to the other candidates, so "nothing is similar" stays low.
+    """
+    return max(0.0, min(1.0, float(cosine)))
+
+
+def lexical_score(bm25: float, best_bm25: float) -> float:
+    """BM25 normalised by the deal's best BM25 for the same query: ``bm25 / best`` (0 when nothing matched)."""
+    if best_bm25 <= 0.0 or bm25 <= 0.0:
+        return 0.0
+    return min(1.0, bm25 / best_bm25)
+
+
+def semantic_score(dense: float, lexical: float, lexical_weight: float) -> float:
+    """``(1 - w)·dense + w·lexical``, both already in [0, 1]."""
+    return (1.0 - lexical_weight) * dense + lexical_weight * lexical
+
+
+def combined_score(weights: RiskWeights, semantic: float, risk: float, pattern: float) -> float:
+    """``α·semantic + β·risk + γ·pattern`` (spec 3.2); in [0, 1] because α+β+γ = 1."""
+    return weights.alpha * semantic + weights.beta * risk + weights.gamma * pattern
+
+
+# --------------------------------------------------------------------------- risk signal
+
+_CONFUSABLE = {
+    "l": "[l1i|!]",
+    "i": "[i1l|!]",
+    "o": "[o0]",
+    "s": "[s5$]",
+    "e": "[e3]",
+    "a": "[a@]",
+    "b": "[b8]",
+    "g": "[g9]",
+}
+
+
+def normalise_ocr(text: str) -> str:
+    """Lower-case, join words hyphenated across line breaks, unify apostrophes, collapse whitespace."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
+    text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
+    text = re.sub(r"\s+", " ", text)
+    return text.lower()
+
+
+@lru_cache(maxsize=4096)
+def term_pattern(term: str) -> re.Pattern[str]:
+    """Regex for ``term`` tolerant of OCR confusions (1/l/i, 0/o, 5/s), optional apostrophes, any spacing."""
+    parts: list[str] = []
+    for ch in term.lower():
+        if ch == " ":
+            parts.append(r"[\s\-]+")
+        elif ch == "'":
+            parts.append("'?")
+        elif ch in _CONFUSABLE:
+            parts.append(_CONFUSABLE[ch])
+        else:
+            parts.append(re.escape(ch))
+    return re.compile(r"(?<![a-z0-9])" + "".join(parts) + r"(?:e?s)?(?![a-z0-9])")
+
+
+@dataclass(frozen=True, slots=True)
+class RiskMatch:
+    term: str
+    kind: str
+    weight: float
+    start: int
+    end: int
+    benign: bool
+    cue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RiskSignal:
+    """β term of one chunk, with the evidence behind it."""
+
+    score: float
+    kinds: tuple[str, ...]
+    matches: tuple[RiskMatch, ...] = ()
+    numeric: tuple[str, ...] = ()
+
+    @property
+    def material(self) -> bool:
+        return bool(self.kinds)
+
+
+#: A term of at least this weight, not neutralised, makes a chunk carry a material risk of its kind.
+MATERIAL_WEIGHT = 0.6
+
+_MONEY = r"\$\s?([0-9][0-9,]*(?:\.[0-9]{2})?)"
+_ZERO_AMOUNT = re.compile(r"\$\s?0(?:\.00)?(?![0-9,])|\bnil\b|\bnone\b")
+
+
+def _money(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def _sentence_bounds(text: str, pos: int) -> tuple[int, int]:
+    start = max(text.rfind(". ", 0, pos), text.rfind("\n", 0, pos), text.rfind("; ", 0, pos))
+    end_candidates = [i for i in (text.find(". ", pos), text.find("\n", pos), text.find("; ", pos)) if i != -1]
+    return (start + 1 if start >= 0 else 0), (min(end_candidates) if end_candidates else len(text))
+
+
+def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: int) -> str | None:
+    lo, hi = _sentence_bounds(text, start)
+    lo = max(lo, start - window)
+    hi = min(hi, end + window)
+    span = text[lo:hi]
+    for cue in cues:
+        if term_pattern(cue).search(span):
+            return cue
+    if _ZERO_AMOUNT.search(text[end:min(len(text), end + 40)]):
+        return "$0.00"
+    return None
+
+
+def reserve_shortfall(text: str) -> float | None:
+    """Funded ratio of a reserve fund when the text states a balance and a recommended/required level.
+
+    Looks for a dollar amount near "balance"/"closing"/"actual" and one near
+    "recommended"/"required"/"benchmark"/"target"; returns balance / recommended.
+    """
+    low = normalise_ocr(text)
+    if "reserve" not in low:
+        return None
+    balance = _amount_near(low, ("balance", "actual", "closing", "on hand", "current"))
+    target = _amount_near(low, ("recommended", "required", "benchmark", "target", "should be"))
+    if balance is None or target is None or target <= 0:
+        return None
+    return balance / target
+
+
+def _amount_near(low: str, words: Iterable[str], reach: int = 120) -> float | None:
+    best: float | None = None
+    for w in words:
+        for m in re.finditer(re.escape(w), low):
+            seg = low[m.end():m.end() + reach]
+            mm = re.search(_MONEY, seg)
+            if mm:
+                val = _money(mm.group(1))
+                if val > 0 and (best is None or val > best):
+                    best = val
+                break
+    return best
+
+
+def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
+    """β term: noisy-or of the weights of non-benign term matches and numeric detectors.
+
+    ``score = 1 - Π(1 - w_i)`` over distinct matched terms (each counted once),
+    where a match neutralised by a benign cue in its sentence contributes
+    ``0.1·w``. Numeric detectors add ``0.9`` (reserve fund funded below
+    ``shortfall_ratio`` of the recommended balance).
+    """
+    low = normalise_ocr(text)
+    matches: list[RiskMatch] = []
+    seen_terms: set[str] = set()
+    for domain in domains:
+        spec = lexicon.domains.get(domain)
+        if spec is None:
+            continue
+        for t in spec.terms:
+            if t.term in seen_terms:
+                continue
+            for m in term_pattern(t.term).finditer(low):
+                cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, lexicon.benign_window_chars)
+                matches.append(RiskMatch(t.term, t.kind, t.weight, m.start(), m.end(), cue is not None, cue))
+            seen_terms.add(t.term)
+    # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
+    matches = [m for m in matches if not any(o is not m and o.start <= m.start and m.end <= o.end and (o.end - o.start) > (m.end - m.start) for o in matches)]
+    numeric: list[str] = []
+    weights: dict[str, float] = {}
+    kinds: set[str] = set()
+    for m in matches:
+        w = m.weight * (0.1 if m.benign else 1.0)
+        weights[m.term] = max(weights.get(m.term, 0.0), w)
+        if not m.benign and m.weight >= MATERIAL_WEIGHT:
+            kinds.add(m.kind)
+    if "condo" in domains:
+        ratio = reserve_shortfall(text)
+        if ratio is not None and ratio < shortfall_ratio:
+            numeric.append(f"reserve fund at {ratio:.0%} of the recommended balance")
+            weights["#reserve_shortfall"] = 0.9
+            kinds.add("reserve_shortfall")
+    score = 1.0
+    for w in weights.values():
+        score *= 1.0 - w
+    return RiskSignal(
+        score=round(1.0 - score, 6),
+        kinds=tuple(sorted(kinds)),
+        matches=tuple(sorted(matches, key=lambda m: (m.start, m.term))),
+        numeric=tuple(numeric),
+    )
+
+
+# --------------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True, slots=True)
+class PatternHit:
+    entity_id: str
+    topic: str
+    memory_id: str
+    relevance: float
+
+
+def entity_mentioned(entity_id: str, text_low: str) -> bool:
+    """True when the entity's name (``type:some-name`` -> "some name") appears in lower-cased text."""
+    name = entity_id.split(":", 1)[1].replace("-", " ").replace("_", " ").strip()
+    return bool(name) and term_pattern(name).search(text_low) is not None
+
+
+def pattern_score(hits: Sequence[PatternHit]) -> float:
+    """γ term: the best relevance among matching pattern memories, in [0, 1]."""
+    return max((h.relevance for h in hits), default=0.0)
+
+
+def pattern_relevance(topic: str, chunk_kinds: Iterable[str]) -> float:
+    """1.0 when the pattern's topic names a risk kind present in the chunk (liens ~ builders_lien), else 0.5."""
+    stem = topic.lower().rstrip("s").replace("-", "_")
+    for kind in chunk_kinds:
+        if stem and (stem in kind or kind in stem):
+            return 1.0
+    return 0.5
+
+
+# --------------------------------------------------------------------------- ranker
+
+
+@dataclass(slots=True)
+class ScoreTerms:
+    """Every term of one chunk's score, kept for explanation and audit."""
+
+    dense: float = 0.0
+    lexical: float = 0.0
+    semantic: float = 0.0
+    risk: float = 0.0
+    pattern: float = 0.0
+    combined: float = 0.0
+    risk_kinds: tuple[str, ...] = ()
+    risk_terms: tuple[str, ...] = ()
+    benign_terms: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "dense": round(self.dense, 6),
+            "lexical": round(self.lexical, 6),
+            "semantic": round(self.semantic, 6),
+            "risk": round(self.risk, 6),
+            "pattern": round(self.pattern, 6),
+            "combined": round(self.combined, 6),
+            "risk_kinds": list(self.risk_kinds),
+            "risk_terms": list(self.risk_terms),
+            "benign_terms": list(self.benign_terms),
+            "numeric": list(self.numeric),
+            "patterns": list(self.patterns),
+        }
+
+
+@dataclass(slots=True)
+class RankedChunk:
+    chunk_id: str
+    terms: ScoreTerms = field(default_factory=ScoreTerms)
+
+
+class RiskAwareRanker:
+    """Scores candidates with the profile's α/β/γ; ties are broken by chunk id.
+
+    >>> ranker = RiskAwareRanker(lexicon, lexical_weight=0.3)           # doctest: +SKIP
+    >>> ranked = ranker.rank(candidates, weights, domains=["title"], patterns=[])  # doctest: +SKIP
+    """
+
+    def __init__(self, lexicon: RiskLexicon, *, lexical_weight: float = 0.3, shortfall_ratio: float = 0.5) -> None:
+        self.lexicon = lexicon
+        self.lexical_weight = lexical_weight
+        self.shortfall_ratio = shortfall_ratio
+        self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
+
+    def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
+        key = (content_hash, tuple(domains))
+        sig = self._risk_cache.get(key)
+        if sig is None:
+            sig = risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
+            if len(self._risk_cache) > 200_000:
+                self._risk_cache.clear()
+            self._risk_cache[key] = sig
+        return sig
+
+    def score(
+        self,
+        *,
+        content_hash: str,
+        content: str,
+        entity_ids: Sequence[str],
+        cosine: float,
+        bm25: float,
+        best_bm25: float,
+        weights: RiskWeights,
+        domains: Sequence[str],
+        patterns: Sequence[tuple[str, str, str]],
+    ) -> ScoreTerms:
+        """All terms for one chunk. ``patterns`` are ``(entity_id, topic, memory_id)`` of the global layer."""
+        sig = self.risk(content_hash, content, domains)
+        dense = dense_score(cosine)
+        lexical = lexical_score(bm25, best_bm25)
+        semantic = semantic_score(dense, lexical, self.lexical_weight)
+        hits: list[PatternHit] = []
+        if patterns:
+            low = None
+            for entity_id, topic, memory_id in patterns:
+                if entity_id in entity_ids:
+                    matched = True
+                else:
+                    low = low if low is not None else normalise_ocr(content)
+                    matched = entity_mentioned(entity_id, low)
+                if matched:
+                    hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
+        pattern = pattern_score(hits)
+        return ScoreTerms(
+            dense=dense,
+            lexical=lexical,
+            semantic=semantic,
+            risk=sig.score,
+            pattern=pattern,
+            combined=combined_score(weights, semantic, sig.score, pattern),
+            risk_kinds=sig.kinds,
+            risk_terms=tuple(sorted({m.term for m in sig.matches if not m.benign})),
+            benign_terms=tuple(sorted({f"{m.term} ({m.cue})" for m in sig.matches if m.benign})),
+            numeric=sig.numeric,
+            patterns=tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)),
+        )
+
+
+__all__ = [
+    "PatternHit",
+    "RankedChunk",
+    "RiskAwareRanker",
+    "RiskMatch",
+    "RiskSignal",
+    "ScoreTerms",
+    "combined_score",
+    "dense_score",
+    "entity_mentioned",
+    "lexical_score",
+    "normalise_ocr",
+    "pattern_relevance",
+    "pattern_score",
+    "reserve_shortfall",
+    "risk_signal",
+    "semantic_score",
+    "term_pattern",
+]

@@ -1,0 +1,283 @@
+"""Segment-aware retrieval (spec 3.1): structural filter in Mem0, semantic + lexical search in Qdrant.
+
+1. **Structural filter** — the deal's chunk registry from Mem0 (``user_id=conv-{deal}``),
+   then section types / document roles / ``as_of``. The registry listing of a deal is
+   cached per (deal, ingest generation) for ``cache_ttl_seconds``: Mem0 local mode scans
+   its whole collection for a filtered listing, which is the slow part of the naive path.
+2. **Semantic search** — the query vector against the deal's windows in the chunk index,
+   filtered by deal + sections + roles. Hits are candidates, never facts: a hit whose chunk
+   is not in the structural result (other deal, other section, half-registered) is dropped.
+3. **Lexical signal** — BM25 (bm25s) over the deal's chunks, for instrument numbers, party
+   names and dollar figures that MiniLM does not separate.
+4. **Coherence grouping** — chunks of the same document and section whose page ranges touch
+   are linked, so the packager can keep a register that spans pages together.
+
+If Mem0 fails, the structure comes from the vector payloads instead and the fallback is
+recorded; if the chunk index fails, a :class:`~retrieval_node.errors.BackendError` propagates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from .backends.mem0_registry import RegistryRecord
+from .backends.vectors import SearchScope
+from .errors import BackendError
+from .models import sha256_hex
+from .store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkView:
+    """A registered chunk with its verbatim content, as later stages see it."""
+
+    chunk_id: str
+    deal_id: str
+    document_id: str
+    document_role: str
+    section_type: str
+    page_start: int
+    page_end: int
+    content: str
+    content_hash: str
+    token_count: int
+    ocr_confidence: float
+    zones: tuple[str, ...]
+    entity_ids: tuple[str, ...]
+    sensitivity: str
+    document_created_at: str | None
+    ingested_at: str
+
+    @property
+    def page_range(self) -> str:
+        return f"{self.page_start}-{self.page_end}"
+
+    @property
+    def ingested_ts(self) -> float:
+        return datetime.fromisoformat(self.ingested_at).timestamp()
+
+    @property
+    def reading_key(self) -> tuple[str, int, int, str]:
+        return (self.document_id, self.page_start, self.page_end, self.chunk_id)
+
+
+@dataclass(slots=True)
+class DealView:
+    """Everything the retriever knows about one deal, built once per ingest generation."""
+
+    deal_id: str
+    chunks: dict[str, ChunkView]
+    rejected: list[str]
+    source: str  # "mem0" or "vector_payloads"
+    loaded_at: float
+    generation: int
+    _bm25: Any = None
+    _bm25_ids: list[str] = field(default_factory=list)
+    _bm25_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def bm25_scores(self, query: str) -> dict[str, float]:
+        """BM25 score of every chunk of the deal for ``query`` (0 where no term matches)."""
+        import bm25s
+
+        with self._bm25_lock:
+            if self._bm25 is None:
+                self._bm25_ids = sorted(self.chunks)
+                corpus = [self.chunks[c].content for c in self._bm25_ids]
+                tokens = bm25s.tokenize(corpus, stopwords="en", show_progress=False) if corpus else None
+                model = bm25s.BM25()
+                if tokens is not None:
+                    model.index(tokens, show_progress=False)
+                self._bm25 = (model, tokens.vocab if tokens is not None else {})
+        model, vocab = self._bm25
+        q = [t for t in bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0] if t in vocab]
+        if not q or not self._bm25_ids:
+            return {}
+        scores = model.get_scores(q)
+        return {cid: float(s) for cid, s in zip(self._bm25_ids, scores, strict=True) if s > 0}
+
+
+@dataclass(slots=True)
+class Candidate:
+    chunk: ChunkView
+    cosine: float = 0.0
+    best_window: int = 0
+    bm25: float = 0.0
+    group: int = 0
+
+
+@dataclass(slots=True)
+class RetrievalResult:
+    candidates: list[Candidate]
+    best_bm25: float
+    timings_ms: dict[str, float]
+    fallbacks: list[str]
+    mem0_calls: int
+    embedding_calls: int
+    structural_count: int
+
+
+def _view_from_record(rec: RegistryRecord) -> ChunkView:
+    return ChunkView(
+        chunk_id=rec.chunk_id, deal_id=rec.deal_id, document_id=rec.document_id, document_role=rec.document_role,
+        section_type=rec.section_type, page_start=rec.page_start, page_end=rec.page_end, content=rec.content,
+        content_hash=rec.content_hash, token_count=rec.token_count, ocr_confidence=rec.ocr_confidence,
+        zones=rec.zones, entity_ids=rec.entity_ids, sensitivity=rec.sensitivity,
+        document_created_at=rec.document_created_at, ingested_at=rec.ingested_at,
+    )
+
+
+def _view_from_payload(p: dict[str, Any]) -> ChunkView:
+    return ChunkView(
+        chunk_id=p["chunk_id"], deal_id=p["deal_id"], document_id=p["document_id"], document_role=p["document_role"],
+        section_type=p["section_type"], page_start=int(p["page_start"]), page_end=int(p["page_end"]), content=p["content"],
+        content_hash=p["content_hash"], token_count=int(p["token_count"]), ocr_confidence=float(p["ocr_confidence"]),
+        zones=tuple(p.get("zones") or ()), entity_ids=tuple(p.get("entity_ids") or ()), sensitivity=p.get("sensitivity", "confidential"),
+        document_created_at=p.get("document_created_at"), ingested_at=p["ingested_at"],
+    )
+
+
+class SegmentAwareRetriever:
+    """Structural filter + hybrid search over one deal.
+
+    >>> retriever = SegmentAwareRetriever(store)                                # doctest: +SKIP
+    >>> result = retriever.retrieve(deal_id="2026-ACME-0042", query="builders' lien",
+    ...     query_vector=vec, section_types=["INSTRUMENTS_REGISTER"])          # doctest: +SKIP
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._deals: dict[str, DealView] = {}
+        self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}
+
+    # -- structural layer --------------------------------------------------------------
+    def deal_view(self, deal_id: str, fallbacks: list[str] | None = None) -> tuple[DealView, int]:
+        """The deal's registered chunks (cached); returns (view, Mem0 calls made)."""
+        gen = self.store.generation(deal_id)
+        ttl = self.store.config.retrieval.cache_ttl_seconds
+        now = time.monotonic()
+        view = self._deals.get(deal_id)
+        if view is not None and view.generation == gen and now - view.loaded_at <= ttl and view.source == "mem0":
+            return view, 0
+        with self._lock:
+            lock = self._loading.setdefault(deal_id, threading.Lock())
+        with lock:  # one load per deal at a time; concurrent callers wait for it
+            view = self._deals.get(deal_id)
+            if view is not None and view.generation == gen and time.monotonic() - view.loaded_at <= ttl and view.source == "mem0":
+                return view, 0
+            try:
+                records = self.store.registry.deal_records(deal_id)
+                chunks: dict[str, ChunkView] = {}
+                rejected: list[str] = []
+                for rec in records:
+                    # the registry text is the verbatim content; its hash must match what Stage 0 signed
+                    if sha256_hex(rec.content) != rec.content_hash:
+                        rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
+                        continue
+                    chunks[rec.chunk_id] = _view_from_record(rec)
+                view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen)
+                self._deals[deal_id] = view
+                return view, 1
+            except BackendError as exc:
+                if fallbacks is None:
+                    raise
+                fallbacks.append(f"mem0_unavailable: structural filter served from vector payloads ({exc})")
+                return self._vector_only_view(deal_id, gen), 0
+
+    def _vector_only_view(self, deal_id: str, gen: int) -> DealView:
+        chunks: dict[str, ChunkView] = {}
+        rejected: list[str] = []
+        for p in self.store.chunks.deal_payloads(deal_id):
+            if "content" not in p or sha256_hex(p["content"]) != p.get("content_hash"):
+                rejected.append(f"{str(p.get('chunk_id'))[:12]}: content missing or hash mismatch")
+                continue
+            chunks[p["chunk_id"]] = _view_from_payload(p)
+        return DealView(deal_id, chunks, rejected, "vector_payloads", time.monotonic(), gen)
+
+    def invalidate(self, deal_id: str | None = None) -> None:
+        with self._lock:
+            if deal_id is None:
+                self._deals.clear()
+            else:
+                self._deals.pop(deal_id, None)
+
+    # -- retrieval -----------------------------------------------------------------------
+    def retrieve(
+        self,
+        *,
+        deal_id: str,
+        query: str,
+        query_vector: np.ndarray,
+        section_types: Sequence[str] | None,
+        document_roles: Sequence[str] | None = None,
+        as_of: datetime | None = None,
+        eligible: Any = None,
+        top_k: int = 50,
+    ) -> RetrievalResult:
+        """Candidates of one deal with dense and BM25 evidence; ``eligible(chunk) -> bool`` filters further."""
+        timings: dict[str, float] = {}
+        fallbacks: list[str] = []
+        t0 = time.perf_counter()
+        view, mem0_calls = self.deal_view(deal_id, fallbacks)
+        sections = set(section_types) if section_types is not None else None
+        roles = set(document_roles) if document_roles is not None else None
+        cutoff = as_of.timestamp() if as_of is not None else None
+        structural = [
+            c for c in view.chunks.values()
+            if (sections is None or c.section_type in sections)
+            and (roles is None or c.document_role in roles)
+            and (cutoff is None or c.ingested_ts <= cutoff)
+            and (eligible is None or eligible(c))
+        ]
+        timings["structural_ms"] = (time.perf_counter() - t0) * 1000
+        if not structural:
+            return RetrievalResult([], 0.0, timings, fallbacks, mem0_calls, 0, 0)
+
+        t1 = time.perf_counter()
+        limit = min(10_000, max(top_k, 4 * len(structural)))
+        scope = SearchScope(
+            deal_id=deal_id,
+            section_types=tuple(sorted(sections)) if sections is not None else None,
+            document_roles=tuple(sorted(roles)) if roles is not None else None,
+        )
+        hits = self.store.chunks.search(query_vector, scope, limit)
+        timings["vector_ms"] = (time.perf_counter() - t1) * 1000
+
+        t2 = time.perf_counter()
+        by_id = {c.chunk_id: Candidate(chunk=c) for c in structural}
+        for h in hits:
+            cand = by_id.get(h.chunk_id)
+            if cand is None:  # not in the structural result: another section, a cut-off, half-registered
+                continue
+            if h.score > cand.cosine or (h.score == cand.cosine and h.window < cand.best_window):
+                cand.cosine, cand.best_window = h.score, h.window
+        bm25 = view.bm25_scores(query)
+        best = max((bm25.get(c, 0.0) for c in by_id), default=0.0)
+        for cid, cand in by_id.items():
+            cand.bm25 = bm25.get(cid, 0.0)
+        candidates = sorted(by_id.values(), key=lambda c: c.chunk.reading_key)
+        _group_adjacent(candidates)
+        timings["lexical_ms"] = (time.perf_counter() - t2) * 1000
+        return RetrievalResult(candidates, best, timings, fallbacks, mem0_calls, 0, len(structural))
+
+
+def _group_adjacent(candidates: list[Candidate]) -> None:
+    """Give chunks of one document and section whose page ranges touch the same group number."""
+    group = 0
+    prev: ChunkView | None = None
+    for cand in candidates:  # already in reading order
+        c = cand.chunk
+        if not (prev is not None and prev.document_id == c.document_id and prev.section_type == c.section_type and c.page_start <= prev.page_end + 1):
+            group += 1
+        cand.group = group
+        prev = c
+
+
+__all__ = ["Candidate", "ChunkView", "DealView", "RetrievalResult", "SegmentAwareRetriever"]
