@@ -63,8 +63,10 @@ class Selection:
 def fence_for(content: str, content_hash: str) -> str:
     """End-of-block marker that does not occur in the content (so quoted text cannot close its block)."""
     n = 12
-    while f"END {content_hash[:n]}" in content and n < 64:
+    while content_hash[:n] in content and n < 64:
         n += 4
+    if content_hash[:n] in content:  # the content quotes its own full hash: fall back to a hash of hash
+        return hashlib.sha256(content_hash.encode()).hexdigest()
     return content_hash[:n]
 
 
@@ -79,7 +81,9 @@ def render_block(ref: ChunkReference, n: int) -> str:
 
 
 def render_evidence(deal_id: str, intent_id: str, agent_id: str, refs: Sequence[ChunkReference]) -> str:
-    """The exact text the downstream agent reads; budgets count this."""
+    """The exact text the downstream agent reads; budgets count this. No evidence, no text."""
+    if not refs:
+        return ""
     head = PREAMBLE.format(agent_id=agent_id, deal_id=deal_id, intent_id=intent_id)
     return head + "".join("\n" + render_block(r, i) + "\n" for i, r in enumerate(refs, start=1))
 

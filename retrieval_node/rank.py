@@ -68,10 +68,11 @@ _CONFUSABLE = {
 
 
 def normalise_ocr(text: str) -> str:
-    """Lower-case, join words hyphenated across line breaks, unify apostrophes, collapse whitespace."""
+    """Lower-case, join words hyphenated across line breaks, unify apostrophes, collapse spaces (lines kept)."""
     text = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
-    text = re.sub(r"(\w)-\s*\n\s*(\w)", r"\1\2", text)
-    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", text)
+    text = re.sub(r"[ \t\r\f\v]+", " ", text)
+    text = re.sub(r" ?\n[\s]*", "\n", text)
     return text.lower()
 
 
@@ -127,10 +128,24 @@ def _money(s: str) -> float:
     return float(s.replace(",", ""))
 
 
+#: Cues that refer back to the instrument just named, even across a full stop on the same line
+#: ("Caveat 212 300 111 re: option. DISCHARGED by 232 001 002").
+_BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
+
+
 def _sentence_bounds(text: str, pos: int) -> tuple[int, int]:
     start = max(text.rfind(". ", 0, pos), text.rfind("\n", 0, pos), text.rfind("; ", 0, pos))
     end_candidates = [i for i in (text.find(". ", pos), text.find("\n", pos), text.find("; ", pos)) if i != -1]
     return (start + 1 if start >= 0 else 0), (min(end_candidates) if end_candidates else len(text))
+
+
+def _is_heading(text: str, start: int, end: int) -> bool:
+    """A term standing alone as a line's heading ("CAVEATS:") names a section, not a registration."""
+    line_start = text.rfind("\n", 0, start) + 1
+    if text[line_start:start].strip(" -#*0-9.)"):
+        return False
+    rest = text[end:end + 1]
+    return rest in ("", ":", ".", "\n")
 
 
 def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: int) -> str | None:
@@ -140,6 +155,11 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     span = text[lo:hi]
     for cue in cues:
         if term_pattern(cue).search(span):
+            return cue
+    line_end = text.find("\n", end)
+    after = text[end:min(line_end if line_end != -1 else len(text), end + 2 * window)]
+    for cue in _BACKWARD_CUES:
+        if term_pattern(cue).search(after):
             return cue
     if _ZERO_AMOUNT.search(text[end:min(len(text), end + 40)]):
         return "$0.00"
@@ -195,6 +215,8 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
             if t.term in seen_terms:
                 continue
             for m in term_pattern(t.term).finditer(low):
+                if _is_heading(low, m.start(), m.end()):
+                    continue
                 cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, lexicon.benign_window_chars)
                 matches.append(RiskMatch(t.term, t.kind, t.weight, m.start(), m.end(), cue is not None, cue))
             seen_terms.add(t.term)

@@ -1,0 +1,217 @@
+"""The retrieval pipeline on the real embedded store (qdrant-edge, Mem0 on Qdrant local mode, MiniLM)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from retrieval_node.agent import RetrievalAgent
+from retrieval_node.errors import BackendError, IntentError
+from retrieval_node.ingest import Ingestor
+from retrieval_node.models import DocumentChunk, RetrievalIntent
+from retrieval_node.pack import render_evidence
+from retrieval_node.store import Store
+from tests.conftest import write_jsonl
+
+DEAL = "2026-PIPE-0001"
+OTHER = "2026-PIPE-0002"
+
+TITLE = [
+    ("TITLE_SUMMARY", "CERTIFICATE OF TITLE. LINC 0031 234 567. Registered owner: Marguerite Olsen of Calgary, Alberta. "
+     "Estate: fee simple. Title number 211 045 889. This title is subject to the registrations listed in the instruments register."),
+    ("LEGAL_DESCRIPTION", "LEGAL DESCRIPTION: Condominium Plan 0712345, Unit 12, and 135 undivided one ten thousandth shares in the common property. "
+     "Excepting thereout all mines and minerals."),
+    ("INSTRUMENTS_REGISTER", "REGISTRATION 072 114 001 2007/03/02 CONDOMINIUM PLAN. REGISTRATION 172 200 310 2017/06/11 MORTGAGE "
+     "Mortgagee: ATB Financial, original principal amount $412,000."),
+    ("INSTRUMENTS_REGISTER", "REGISTRATION 252 114 567 2025/11/03 BUILDERS' LIEN. Lienholder: Bow River Drywall Ltd. "
+     "Amount: $48,260.00 claimed for unpaid work and materials supplied to Unit 12 between August and October 2025."),
+    ("INSTRUMENTS_REGISTER", "REGISTRATION 152 331 908 2015/09/14 UTILITY RIGHT OF WAY. Grantee: ENMAX Power Corporation. "
+     "Right of way for underground electrical distribution lines along the north boundary."),
+    ("CAVEATS_SECTION", "CAVEATS. 212 300 111 caveat re: option to purchase, caveator Harold Finch. DISCHARGED by 232 001 002 on 2023/01/05."),
+]
+
+
+def _chunks(make_chunk, deal: str, *, noise: str = "") -> list[DocumentChunk]:
+    out = []
+    for page, (section, text) in enumerate(TITLE, start=1):
+        out.append(make_chunk(text + noise, deal_id=deal, section=section, page=page, document_id=f"{deal}/title-search.pdf"))
+    out.append(make_chunk("Tax certificate 2026: current levy $3,912.44 of which $3,912.44 remains outstanding as arrears with a penalty of $391.24.",
+                          deal_id=deal, role="TAX_CERTIFICATE", section="TAX_ARREARS", page=1, document_id=f"{deal}/tax-certificate.pdf"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def pipe_store(tmp_path_factory, embedder, node_config, counter):
+    from tests.conftest import DocumentChunk as _DC  # noqa: F401
+
+    def make_chunk(content, *, deal_id, section, page, document_id, role="TITLE_SEARCH"):
+        return DocumentChunk.build(deal_id=deal_id, document_id=document_id, document_role=role, page_start=page, page_end=page,
+                                   section_type=section, content=content, token_count=counter.count(content), ocr_confidence=0.97)
+
+    home = tmp_path_factory.mktemp("pipe")
+    st = Store.open(home / "store", config=node_config, embedder=embedder)
+    chunks = _chunks(make_chunk, DEAL) + _chunks(make_chunk, OTHER, noise=" Same builder, same boilerplate.")
+    Ingestor(st).ingest([write_jsonl(home / "c.jsonl", chunks)])
+    yield st, chunks
+    st.close()
+
+
+@pytest.fixture(scope="module")
+def agent(pipe_store):
+    return RetrievalAgent(pipe_store[0])
+
+
+def test_builders_lien_found_and_benign_lookalike_ranks_below(agent):
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    contents = [c.content for c in pkg.ordered_chunks]
+    assert any("BUILDERS' LIEN" in c for c in contents)
+    assert summary.risk_distribution.get("builders_lien") == 1
+    assert "builders_lien" in pkg.risk_summary
+    snap = agent.audit.read_snapshot(summary.audit_id)
+    terms = {c["chunk_id"]: c["terms"] for c in snap["candidates"]}
+    by_text = {c.content: c.chunk_id for c in pkg.ordered_chunks}
+    lien = terms[next(v for k, v in by_text.items() if "BUILDERS' LIEN" in k)]
+    discharged = terms[next(v for k, v in by_text.items() if "DISCHARGED" in k)]
+    row = terms[next(v for k, v in by_text.items() if "RIGHT OF WAY" in k)]
+    assert lien["combined"] > discharged["combined"] and lien["combined"] > row["combined"]
+    assert discharged["risk_kinds"] == [] and any("discharged" in b for b in discharged["benign_terms"])
+
+
+def test_package_is_verbatim_in_reading_order_with_provenance(agent, pipe_store):
+    store, chunks = pipe_store
+    pkg, _ = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    by_id = {c.chunk_id: c for c in chunks}
+    for ref in pkg.ordered_chunks:
+        src = by_id[ref.chunk_id]
+        assert (ref.content, ref.content_hash, ref.document_id, ref.page_range) == (src.content, src.content_hash, src.document_id, src.page_range)
+    keys = [(r.document_id, int(r.page_range.split("-")[0])) for r in pkg.ordered_chunks]
+    assert keys == sorted(keys)
+    text = render_evidence(pkg.deal_id, pkg.intent_id, pkg.agent_id, pkg.ordered_chunks)
+    assert store.tokens.count(text) == pkg.total_tokens <= 4000
+
+
+def test_identical_calls_give_identical_packages(agent):
+    intent = agent.intent_for("investigator", deal_id=DEAL)
+    a, sa = agent.retrieve_sync(intent)
+    b, sb = agent.retrieve_sync(intent)
+    assert a == b and a.package_hash == b.package_hash
+    assert sa.audit_id != sb.audit_id
+
+
+def test_other_deal_never_appears(agent, pipe_store):
+    _, chunks = pipe_store
+    other_ids = {c.chunk_id for c in chunks if c.deal_id == OTHER}
+    for name in ("investigator", "tax", "condo", "scribe"):
+        pkg, _ = agent.retrieve_sync(agent.intent_for(name, deal_id=DEAL))
+        assert pkg.deal_id == DEAL
+        assert not other_ids & {r.chunk_id for r in pkg.ordered_chunks}
+        assert all(r.document_id.startswith(DEAL) for r in pkg.ordered_chunks)
+
+
+def test_absent_zone_is_reported_not_papered_over(agent):
+    pkg, summary = agent.retrieve_sync(agent.intent_for("condo", deal_id=DEAL))
+    assert set(summary.missing_zones) == {"reserve_fund_report", "financial_statements", "special_resolutions"}
+    assert summary.needs_human_input
+    assert "MISSING" in pkg.structural_toc
+    assert pkg.risk_summary.startswith("UNABLE_TO_ASSESS")
+
+
+def test_tax_arrears_found_and_zone_check(agent):
+    pkg, summary = agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))
+    assert any("arrears" in r.content for r in pkg.ordered_chunks)
+    assert summary.risk_distribution.get("tax_arrears") == 1
+    assert "tax_liens" in summary.missing_zones  # the deal has no tax lien zone: said, not hidden
+
+
+@pytest.mark.parametrize("budget", [60, 120, 250, 400, 900, 4000])
+def test_budget_is_never_exceeded(agent, budget):
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL, budget=budget))
+    assert pkg.total_tokens <= budget
+    assert summary.tokens_selected == pkg.total_tokens
+
+
+def test_small_budget_keeps_the_lien_and_reports_shortfall(agent):
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL, budget=250))
+    assert [r for r in pkg.ordered_chunks if "BUILDERS' LIEN" in r.content]
+    assert summary.needs_human_input
+    assert any(f.startswith("budget_shortfall") for f in summary.fallbacks)
+
+
+def test_audit_entry_written_to_mem0(agent, pipe_store):
+    store, _ = pipe_store
+    _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    entries = store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
+    assert len(entries) == 1
+    e = entries[0]
+    assert e["intent_id"] == "title_risk_scan_v1" and e["requesting_agent_id"] == "investigator_r1"
+    assert e["chunks_selected"] == summary.chunks_selected
+    assert e["audit_entry"]["context_package_hash"] == agent.audit.read_snapshot(summary.audit_id)["package"]["package_hash"]
+
+
+def test_unknown_deal_is_an_intent_error(agent):
+    with pytest.raises(IntentError, match="NOPE"):
+        agent.retrieve_sync(agent.intent_for("investigator", deal_id="NOPE"))
+
+
+def test_as_of_excludes_later_chunks(agent):
+    past = datetime.now(UTC) - timedelta(days=1)
+    intent = agent.intent_for("investigator", deal_id=DEAL).model_copy(update={"as_of": past})
+    pkg, summary = agent.retrieve_sync(RetrievalIntent.model_validate(intent.model_dump()))
+    assert pkg.ordered_chunks == [] and summary.needs_human_input
+
+
+class FailingRegistry:
+    """Fault-injection fake: a Mem0 that is down. Every call raises like an unreachable backend."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        def fail(*a, **k):
+            raise BackendError("Mem0 unreachable (injected fault)")
+
+        return fail
+
+
+def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
+    store, _ = pipe_store
+    real = store.registry
+    store.registry = FailingRegistry(real)
+    try:
+        agent = RetrievalAgent(store)
+        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    finally:
+        store.registry = real
+    assert any("BUILDERS' LIEN" in r.content for r in pkg.ordered_chunks)
+    assert any(f.startswith("mem0_unavailable") for f in summary.fallbacks)
+    assert any(f.startswith("audit_journaled") for f in summary.fallbacks)
+    assert agent.audit.pending() >= 1
+    # the journaled entry reaches Mem0 on the next call with Mem0 back
+    agent2 = RetrievalAgent(store)
+    _, s2 = agent2.retrieve_sync(agent2.intent_for("tax", deal_id=DEAL))
+    assert agent2.audit.pending() == 0
+    assert store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
+
+
+class FailingChunkIndex:
+    """Fault-injection fake: Qdrant is down."""
+
+    def __getattr__(self, name):
+        def fail(*a, **k):
+            raise BackendError("Qdrant unreachable (injected fault)")
+
+        return fail
+
+
+def test_qdrant_down_raises_and_fabricates_nothing(pipe_store):
+    store, _ = pipe_store
+    real = store.chunks
+    store.chunks = FailingChunkIndex()
+    try:
+        agent = RetrievalAgent(store)
+        agent.retriever.invalidate()
+        with pytest.raises(BackendError, match="Qdrant"):
+            agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    finally:
+        store.chunks = real
