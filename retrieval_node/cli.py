@@ -175,6 +175,69 @@ def print_package(agent: str, package: Any, summary: Any, *, budget: int) -> Non
     console.print(f"[dim]{package.exclusions_note}[/]")
 
 
+@app.command()
+def demo(
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+    deal: Annotated[str | None, typer.Option("--deal", help="Run on an already ingested deal instead of the bundled sample.")] = None,
+) -> None:
+    """The main job: ingest the bundled sample deal, run investigator -> tax -> condo -> scribe in LangGraph."""
+    _setup_logging()
+    import uuid
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from .agent import RetrievalAgent
+    from .demo import AGENT_ORDER, SAMPLE_DEAL_ID, build_workflow, initial_state, sample_deal_files
+    from .ingest import Ingestor, add_patterns, read_patterns
+    from .node import RetrievalNode, package_of, summary_of
+
+    deal_id = deal or SAMPLE_DEAL_ID
+    try:
+        with _open_store(store) as st:
+            ingest_note = None
+            if deal is None:
+                chunks, patterns_file = sample_deal_files()
+                report = Ingestor(st).ingest([chunks], progress=not as_json)
+                patterns, _ = read_patterns(patterns_file)
+                added, _unchanged = add_patterns(st, patterns)
+                ingest_note = {"ingested": report.ingested, "unchanged": report.unchanged, "rejected": len(report.rejected), "patterns_added": added}
+            node = RetrievalNode(RetrievalAgent(st))
+            thread = {"configurable": {"thread_id": f"demo-{deal_id}-{uuid.uuid4().hex[:8]}"}}
+            with SqliteSaver.from_conn_string(str(st.home / "checkpoints.sqlite")) as saver:
+                app_graph = build_workflow(node, checkpointer=saver)
+                final = app_graph.invoke(initial_state(deal_id), thread)
+            steps = sorted(final["context_packages"])
+            results = []
+            for step in steps:
+                pkg, summ = package_of(final, step), summary_of(final, step)
+                agent_name = step.split("_", 1)[1]
+                budget = st.config.agents[agent_name].max_tokens_budget
+                results.append((agent_name, step, pkg, summ, budget))
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        typer.echo(json.dumps({
+            "deal_id": deal_id,
+            "ingest": ingest_note,
+            "thread_id": thread["configurable"]["thread_id"],
+            "findings": final.get("findings", {}),
+            "agents": [{"agent": a, "step": s, "package": p.model_dump(mode="json"), "summary": m.model_dump(mode="json")} for a, s, p, m, _ in results],
+        }))
+        return
+    from rich.console import Console
+
+    console = Console()
+    if ingest_note:
+        console.print(f"sample deal {deal_id}: {ingest_note['ingested']} chunk(s) ingested, {ingest_note['unchanged']} already present; "
+                      f"{ingest_note['patterns_added']} pattern memorie(s) added")
+    console.print(f"LangGraph workflow {' -> '.join(AGENT_ORDER)} (thread {thread['configurable']['thread_id']}, checkpoints in {st.home / 'checkpoints.sqlite'})\n")
+    for agent_name, _step, pkg, summ, budget in results:
+        print_package(agent_name, pkg, summ, budget=budget)
+        console.print()
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

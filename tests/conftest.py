@@ -41,6 +41,23 @@ def store(tmp_path: Path, embedder: SentenceTransformerEmbedder, node_config: No
         st.close()
 
 
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory, embedder, node_config) -> Iterator[Store]:
+    """A store with the bundled sample deal, clean deal, hard deal and the pattern memories ingested once."""
+    from retrieval_node.ingest import Ingestor, add_patterns, read_patterns
+
+    st = Store.open(tmp_path_factory.mktemp("sample") / "store", config=node_config, embedder=embedder)
+    report = Ingestor(st).ingest([SAMPLE_DATA])
+    assert report.rejected == [], report.rejected
+    patterns, bad = read_patterns(SAMPLE_DATA / "patterns.jsonl")
+    assert bad == []
+    add_patterns(st, patterns)
+    try:
+        yield st
+    finally:
+        st.close()
+
+
 @pytest.fixture()
 def make_chunk(counter: TiktokenCounter):
     def _make(
