@@ -131,10 +131,16 @@ class RetrievalAgent:
             raise UnknownAgentError(f"unknown agent {agent!r}; configured agents: {sorted(self.config.agents)}")
         return intent_from_profile(agent, profile, deal_id=deal_id, stage=stage, budget=budget, query_text=query_text)
 
-    def _domains(self, intent: RetrievalIntent) -> list[str]:
+    def _profile(self, intent: RetrievalIntent) -> AgentProfile | None:
         for profile in self.config.agents.values():
-            if profile.intent_id == intent.intent_id and profile.risk_domains:
-                return list(profile.risk_domains)
+            if profile.intent_id == intent.intent_id and profile.agent_id == intent.agent_id:
+                return profile
+        return None
+
+    def _domains(self, intent: RetrievalIntent) -> list[str]:
+        profile = self._profile(intent)
+        if profile is not None and profile.risk_domains:
+            return list(profile.risk_domains)
         return sorted(self.config.risk_signals.domains) if self.config.risk_signals else []
 
     # -- entry points --------------------------------------------------------------------
@@ -249,7 +255,9 @@ class RetrievalAgent:
         t = time.perf_counter()
         budget = intent.max_tokens_budget
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
-        sel = self.packager.select(scored, budget=budget, overhead=overhead) if scored else Selection()
+        profile = self._profile(intent)
+        share = profile.risk_budget_share if profile is not None else 1.0
+        sel = self.packager.select(scored, budget=budget, overhead=overhead, zones=intent.required_structural_zones or (), risk_share=share) if scored else Selection()
         timings["packaging_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
@@ -276,6 +284,8 @@ class RetrievalAgent:
             return [scored_by_id[c.chunk_id] for c in members]
 
         report = self.coverage.run(required=required, sel=sel, zone_candidates=zone_candidates, budget=budget, overhead=overhead) if required else CoverageReport(required=[])
+        if report.evicted:
+            self.packager.refill(sel, scored, budget=budget, overhead=overhead)
         timings["coverage_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()

@@ -119,6 +119,11 @@ class AgentProfile(_Strict):
     max_tokens_budget: int = Field(gt=0, le=MAX_TOKENS_BUDGET, description="cl100k tokens.")
     required_zones: list[str] = Field(default_factory=list)
     risk_domains: list[str] = Field(default_factory=list, description="Lexicon domains used for beta (title, condo, tax).")
+    risk_budget_share: float = Field(
+        1.0, ge=0.0, le=1.0,
+        description="Share of the budget that chunks with a material risk may take before the rest is packed by score "
+        "(1: risk first, the default; 0.5 suits a drafting agent that needs facts as much as risks).",
+    )
     stages: list[Stage] = Field(default_factory=lambda: list(Stage), description="Deal stages in which the agent may run.")
 
     @field_validator("required_zones")

@@ -89,7 +89,7 @@ class CoverageSelfCheck:
                     placed = True
                     break
                 cand.origin = f"zone:{zone}"
-                evicted = self.packager.fit(sel, cand, budget=budget, overhead=overhead, reason=f"required zone {zone}")
+                evicted = self.packager.fit(sel, cand, budget=budget, overhead=overhead, reason=f"required zone {zone}", required=report.required)
                 if evicted is not None:
                     report.added.append(cand.chunk.chunk_id)
                     report.evicted.extend(evicted)

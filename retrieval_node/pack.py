@@ -135,34 +135,47 @@ class ContextPackager:
     def used(self, sel: Selection, overhead: int) -> int:
         return overhead + sum(self.block_cost(s.chunk) for s in sel.chosen.values())
 
-    def select(self, scored: Sequence[Scored], *, budget: int, overhead: int) -> Selection:
-        """Risk chunks first, then the rest by combined score; never over ``budget``."""
+    def select(self, scored: Sequence[Scored], *, budget: int, overhead: int, zones: Sequence[str] = (), risk_share: float = 1.0) -> Selection:
+        """Risk chunks first (on equal risk: those in a required ``zones`` entry, then cheaper), then the rest by score.
+
+        The risk phase may use ``risk_share`` of the budget; what it leaves out
+        competes with everything else by combined score.
+        """
         sel = Selection()
-        risky = sorted((s for s in scored if s.material), key=lambda s: (-s.terms.risk, self.block_cost(s.chunk), s.chunk.chunk_id))
-        rest = sorted((s for s in scored if not s.material), key=lambda s: (-s.terms.combined, s.chunk.chunk_id))
+        wanted = set(zones)
+        risky = sorted(
+            (s for s in scored if s.material),
+            key=lambda s: (-s.terms.risk, not (wanted & set(s.chunk.zones)), self.block_cost(s.chunk), s.chunk.chunk_id),
+        )
         remaining = budget - overhead
+        risk_room = int(remaining * risk_share)
         for s in risky:
             cost = self.block_cost(s.chunk)
-            if cost <= remaining:
+            if cost <= min(remaining, risk_room):
                 self.add(sel, s, f"material risk ({', '.join(s.terms.risk_kinds)}), risk {s.terms.risk:.2f}")
                 remaining -= cost
+                risk_room -= cost
             else:
                 sel.excluded[s.chunk.chunk_id] = f"over budget: material risk ({', '.join(s.terms.risk_kinds)}) needs {cost} tokens, {remaining} left"
+        rest = sorted((s for s in scored if s.chunk.chunk_id not in sel.chosen), key=lambda s: (-s.terms.combined, s.chunk.chunk_id))
         for s in rest:
             cost = self.block_cost(s.chunk)
             if cost <= remaining:
-                self.add(sel, s, f"combined score {s.terms.combined:.2f}")
+                why = f"combined score {s.terms.combined:.2f}" + (f" (risk: {', '.join(s.terms.risk_kinds)})" if s.material else "")
+                self.add(sel, s, why)
                 remaining -= cost
             else:
                 sel.excluded[s.chunk.chunk_id] = f"over budget: score {s.terms.combined:.2f} needs {cost} tokens, {remaining} left"
         return sel
 
-    def fit(self, sel: Selection, item: Scored, *, budget: int, overhead: int, reason: str, protect_risk: bool = True) -> list[str] | None:
-        """Add ``item``, evicting the least valuable chunks if needed.
+    def fit(self, sel: Selection, item: Scored, *, budget: int, overhead: int, reason: str, required: Sequence[str] = ()) -> list[str] | None:
+        """Add ``item`` (a chunk of a required zone), evicting the least valuable chunks if needed.
 
-        Evicts non-risk chunks by ascending score, then risk chunks below
-        :data:`STRONG_RISK` when ``protect_risk`` allows; returns the evicted ids,
-        or None (nothing changed) when the item cannot fit.
+        Eviction order: chunks without material risk by ascending score; then risk
+        chunks below :data:`STRONG_RISK`; then, only when ``item`` itself carries a
+        material risk, strong-risk chunks that are not the only packaged chunk of a
+        ``required`` zone (a risk for a risk, plus the zone). Chunks placed for a zone are never
+        evicted. Returns the evicted ids, or None (nothing changed) when it cannot fit.
         """
         cost = self.block_cost(item.chunk)
         free = budget - self.used(sel, overhead)
@@ -176,7 +189,18 @@ class ContextPackager:
         victims += sorted(
             (s for s in sel.chosen.values() if s.material and s.terms.risk < STRONG_RISK and not s.origin.startswith("zone:")),
             key=lambda s: (s.terms.risk, s.terms.combined, s.chunk.chunk_id),
-        ) if protect_risk else []
+        )
+        req = set(required)
+        if item.material:
+            cover: dict[str, int] = {}
+            for s in sel.chosen.values():
+                for z in req & set(s.chunk.zones):
+                    cover[z] = cover.get(z, 0) + 1
+            victims += sorted(
+                (s for s in sel.chosen.values() if s.material and s.terms.risk >= STRONG_RISK
+                 and not s.origin.startswith("zone:") and all(cover[z] > 1 for z in req & set(s.chunk.zones))),
+                key=lambda s: (s.terms.risk, s.terms.combined, s.chunk.chunk_id),
+            )
         evict: list[Scored] = []
         for v in victims:
             if cost <= free:
@@ -189,6 +213,21 @@ class ContextPackager:
             self._remove(sel, v.chunk.chunk_id, f"evicted for required zone ({reason})")
         self.add(sel, item, reason)
         return [v.chunk.chunk_id for v in evict]
+
+    def refill(self, sel: Selection, scored: Sequence[Scored], *, budget: int, overhead: int) -> list[str]:
+        """Use space freed by evictions: add left-out chunks (material first, then by score) that now fit."""
+        added: list[str] = []
+        free = budget - self.used(sel, overhead)
+        for s in sorted(scored, key=lambda s: (not s.material, -s.terms.combined, s.chunk.chunk_id)):
+            cid = s.chunk.chunk_id
+            if cid in sel.chosen or sel.excluded.get(cid, "").startswith("evicted"):
+                continue
+            cost = self.block_cost(s.chunk)
+            if cost <= free:
+                self.add(sel, s, f"refill after coverage: score {s.terms.combined:.2f}")
+                free -= cost
+                added.append(cid)
+        return added
 
     def finalize(
         self,

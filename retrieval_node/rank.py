@@ -101,6 +101,7 @@ class RiskMatch:
     end: int
     benign: bool
     cue: str | None = None
+    how: str = "concrete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +134,21 @@ def _money(s: str) -> float:
 _BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
 
 
+_SENTENCE_END = re.compile(r"[.;:](?:\s)|\n\s*\n")
+
+
 def _sentence_bounds(text: str, pos: int) -> tuple[int, int]:
-    start = max(text.rfind(". ", 0, pos), text.rfind("\n", 0, pos), text.rfind("; ", 0, pos))
-    end_candidates = [i for i in (text.find(". ", pos), text.find("\n", pos), text.find("; ", pos)) if i != -1]
-    return (start + 1 if start >= 0 else 0), (min(end_candidates) if end_candidates else len(text))
+    """The sentence around ``pos``: ends at '. ', '; ', ': ' or a blank line; hard-wrapped lines do not split it."""
+    start = 0
+    for m in _SENTENCE_END.finditer(text, 0, pos):
+        start = m.end()
+    m = _SENTENCE_END.search(text, pos)
+    return start, (m.start() if m else len(text))
+
+
+def _line_bounds(text: str, pos: int) -> tuple[int, int]:
+    end = text.find("\n", pos)
+    return text.rfind("\n", 0, pos) + 1, (end if end != -1 else len(text))
 
 
 def _is_heading(text: str, start: int, end: int) -> bool:
@@ -175,34 +187,82 @@ def reserve_shortfall(text: str) -> float | None:
     low = normalise_ocr(text)
     if "reserve" not in low:
         return None
-    balance = _amount_near(low, ("balance", "actual", "closing", "on hand", "current"))
-    target = _amount_near(low, ("recommended", "required", "benchmark", "target", "should be"))
-    if balance is None or target is None or target <= 0:
+    pct = _PERCENT_FUNDED.search(low)
+    if pct:
+        value = next(g for g in pct.groups() if g is not None)
+        return float(value) / 100.0
+    balance = _amount_near(low, ("reserve fund balance", "balance", "actual", "on hand"))
+    target = _amount_near(low, ("fully funded balance", "recommended balance", "recommended", "required", "benchmark", "target", "should be"))
+    if balance is None or target is None or target <= 0 or target == balance:
         return None
     return balance / target
 
 
+_PERCENT_FUNDED = re.compile(
+    r"percent(?:age)? funded[^0-9\n]{0,40}(\d{1,3}(?:\.\d+)?) ?%|funded (?:at|to) (?:only )?(\d{1,3}(?:\.\d+)?) ?%|(\d{1,3}(?:\.\d+)?) ?% funded"
+)
+
+
 def _amount_near(low: str, words: Iterable[str], reach: int = 120) -> float | None:
-    best: float | None = None
+    """The first dollar amount after the first phrase of ``words`` that has one (phrases in priority order)."""
     for w in words:
         for m in re.finditer(re.escape(w), low):
             seg = low[m.end():m.end() + reach]
             mm = re.search(_MONEY, seg)
             if mm:
                 val = _money(mm.group(1))
-                if val > 0 and (best is None or val > best):
-                    best = val
-                break
-    return best
+                if val > 0:
+                    return val
+    return None
+
+
+_REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
+_AMOUNT = re.compile(r"\$\s?\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
+_DATE = re.compile(
+    r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
+)
+_MODAL = re.compile(r"\b(?:may|shall|if|any|such|in the event|from time to time|unless|whether|provided that)\b")
+
+#: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
+#: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
+FACTOR_CONCRETE = 1.0
+FACTOR_PLAIN = 0.7
+FACTOR_GENERIC = 0.35
+FACTOR_BENIGN = 0.1
+
+
+def mention_factor(text: str, start: int, end: int) -> tuple[float, str]:
+    """How much one mention says about this deal, from the sentence and line around it.
+
+    An instrument number makes it concrete; otherwise normative or conditional
+    wording ("may", "shall", "any", "if") makes it generic; otherwise an amount,
+    percentage or date makes it concrete; otherwise it is plain.
+    """
+    lo, hi = _sentence_bounds(text, start)
+    llo, lhi = _line_bounds(text, start)
+    sentence = text[lo:hi]
+    line = text[llo:lhi]
+    spans = (sentence, line)  # a table row is a line; a hard-wrapped statement is a sentence
+    if any(_REGISTRATION.search(s) for s in spans):
+        return FACTOR_CONCRETE, "concrete"
+    if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
+        return FACTOR_GENERIC, "generic"
+    if any(_AMOUNT.search(s) or _DATE.search(s) for s in spans):
+        return FACTOR_CONCRETE, "concrete"
+    return FACTOR_PLAIN, "plain"
 
 
 def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
-    """β term: noisy-or of the weights of non-benign term matches and numeric detectors.
+    """β term: the strongest risk indicator of the chunk, plus a little for each further concrete kind.
 
-    ``score = 1 - Π(1 - w_i)`` over distinct matched terms (each counted once),
-    where a match neutralised by a benign cue in its sentence contributes
-    ``0.1·w``. Numeric detectors add ``0.9`` (reserve fund funded below
-    ``shortfall_ratio`` of the recommended balance).
+    Each mention's effective weight is ``w · factor`` (:func:`mention_factor`): 1 for
+    a concrete mention (an instrument number, or an amount or date stated as fact),
+    0.7 for a plain one, 0.35 for generic wording ("may", "shall", "any": bylaws and
+    standard terms) and 0.1 when a benign cue neutralises it.
+    ``score = min(1, max_i(w_i·f_i) + 0.05·(number of other material kinds))``.
+    Numeric detectors contribute 0.9 (a reserve fund below ``shortfall_ratio``
+    of its recommended or fully funded balance). A kind is *material* when one
+    of its mentions reaches :data:`MATERIAL_WEIGHT`.
     """
     low = normalise_ocr(text)
     matches: list[RiskMatch] = []
@@ -218,29 +278,27 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
                 if _is_heading(low, m.start(), m.end()):
                     continue
                 cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, lexicon.benign_window_chars)
-                matches.append(RiskMatch(t.term, t.kind, t.weight, m.start(), m.end(), cue is not None, cue))
+                factor, how = (FACTOR_BENIGN, "benign") if cue is not None else mention_factor(low, m.start(), m.end())
+                matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
             seen_terms.add(t.term)
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
     matches = [m for m in matches if not any(o is not m and o.start <= m.start and m.end <= o.end and (o.end - o.start) > (m.end - m.start) for o in matches)]
     numeric: list[str] = []
-    weights: dict[str, float] = {}
+    best = 0.0
     kinds: set[str] = set()
     for m in matches:
-        w = m.weight * (0.1 if m.benign else 1.0)
-        weights[m.term] = max(weights.get(m.term, 0.0), w)
+        best = max(best, m.weight)
         if not m.benign and m.weight >= MATERIAL_WEIGHT:
             kinds.add(m.kind)
     if "condo" in domains:
         ratio = reserve_shortfall(text)
         if ratio is not None and ratio < shortfall_ratio:
             numeric.append(f"reserve fund at {ratio:.0%} of the recommended balance")
-            weights["#reserve_shortfall"] = 0.9
+            best = max(best, 0.9)
             kinds.add("reserve_shortfall")
-    score = 1.0
-    for w in weights.values():
-        score *= 1.0 - w
+    score = min(1.0, best + 0.05 * max(0, len(kinds) - 1))
     return RiskSignal(
-        score=round(1.0 - score, 6),
+        score=round(score, 6),
         kinds=tuple(sorted(kinds)),
         matches=tuple(sorted(matches, key=lambda m: (m.start, m.term))),
         numeric=tuple(numeric),
@@ -380,7 +438,7 @@ class RiskAwareRanker:
             pattern=pattern,
             combined=combined_score(weights, semantic, sig.score, pattern),
             risk_kinds=sig.kinds,
-            risk_terms=tuple(sorted({m.term for m in sig.matches if not m.benign})),
+            risk_terms=tuple(sorted({m.term for m in sig.matches if not m.benign and m.weight >= MATERIAL_WEIGHT})),
             benign_terms=tuple(sorted({f"{m.term} ({m.cue})" for m in sig.matches if m.benign})),
             numeric=sig.numeric,
             patterns=tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)),
