@@ -39,6 +39,7 @@ def _setup_logging() -> None:
     # Mem0 logs missing optional extras (spaCy, fastembed) at WARNING on every start; they are not ours to act on.
     logging.getLogger("mem0").setLevel(logging.ERROR)
     logging.getLogger("mem0.memory.main").setLevel(logging.ERROR)
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 def _fail(exc: Exception, as_json: bool) -> None:
@@ -162,6 +163,7 @@ def print_package(agent: str, package: Any, summary: Any, *, budget: int) -> Non
     )
     console.print(Panel(head, expand=False))
     table = Table("#", "document", "section", "pages", "chunk")
+    table.columns[1].overflow = "fold"
     for i, ref in enumerate(package.ordered_chunks, start=1):
         table.add_row(f"E{i}", ref.document_id, ref.section_type.value, ref.page_range, ref.chunk_id[:12])
     console.print(table)

@@ -47,7 +47,7 @@ def sample_store(tmp_path_factory, embedder, node_config) -> Iterator[Store]:
     from retrieval_node.ingest import Ingestor, add_patterns, read_patterns
 
     st = Store.open(tmp_path_factory.mktemp("sample") / "store", config=node_config, embedder=embedder)
-    report = Ingestor(st).ingest([SAMPLE_DATA])
+    report = Ingestor(st).ingest(sorted(SAMPLE_DATA.glob("*/chunks.jsonl")))
     assert report.rejected == [], report.rejected
     patterns, bad = read_patterns(SAMPLE_DATA / "patterns.jsonl")
     assert bad == []
