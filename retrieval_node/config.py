@@ -190,6 +190,10 @@ class RiskLexicon(_Strict):
 
     domains: dict[str, RiskDomain]
     benign_cues: list[str] = Field(default_factory=list, description="Phrases that neutralise a nearby risk term.")
+    benign_subjects: list[str] = Field(
+        default_factory=list,
+        description="Routine subjects of an instrument; right after a term ('caveat re: utility right of way') they make it benign.",
+    )
     benign_window_chars: int = Field(60, ge=0, le=400, description="How close a benign cue must be to the term, characters.")
 
 

@@ -18,6 +18,7 @@ selection can be explained.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -134,16 +135,38 @@ def _money(s: str) -> float:
 _BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
 
 
-_SENTENCE_END = re.compile(r"[.;:](?:\s)|\n\s*\n")
+_END_CANDIDATE = re.compile(r"[.;](?=\s)|\n\s*\n")
+_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc"})
+
+
+@lru_cache(maxsize=512)
+def sentence_ends(text: str) -> tuple[int, ...]:
+    """Positions where sentences end: '.' or ';' before whitespace, or a blank line.
+
+    A full stop closing an abbreviation ("Instrument No. 262 018 441", "Ltd.") or a
+    list number at the start of a line ("5. The plaintiff") is not an end; a colon
+    never is ("Arrears: $4,626.43"), and hard-wrapped lines do not split a sentence.
+    """
+    ends = []
+    for m in _END_CANDIDATE.finditer(text):
+        if text[m.start()] == ".":
+            word = re.search(r"([a-z.]+|[0-9]+)$", text[max(0, m.start() - 12):m.start()])
+            if word:
+                w = word.group(1)
+                if w in _ABBREVIATIONS:
+                    continue
+                if w.isdigit() and len(w) <= 2 and text[max(0, m.start() - len(w) - 1):m.start() - len(w)] in ("", "\n", "("):
+                    continue
+        ends.append(m.end())
+    return tuple(ends)
 
 
 def _sentence_bounds(text: str, pos: int) -> tuple[int, int]:
-    """The sentence around ``pos``: ends at '. ', '; ', ': ' or a blank line; hard-wrapped lines do not split it."""
-    start = 0
-    for m in _SENTENCE_END.finditer(text, 0, pos):
-        start = m.end()
-    m = _SENTENCE_END.search(text, pos)
-    return start, (m.start() if m else len(text))
+    ends = sentence_ends(text)
+    i = bisect.bisect_right(ends, pos)
+    start = ends[i - 1] if i > 0 else 0
+    end = ends[i] if i < len(ends) else len(text)
+    return start, end
 
 
 def _line_bounds(text: str, pos: int) -> tuple[int, int]:
@@ -151,16 +174,70 @@ def _line_bounds(text: str, pos: int) -> tuple[int, int]:
     return text.rfind("\n", 0, pos) + 1, (end if end != -1 else len(text))
 
 
-def _is_heading(text: str, start: int, end: int) -> bool:
-    """A term standing alone as a line's heading ("CAVEATS:") names a section, not a registration."""
+def _heading_lines(original: str) -> set[str]:
+    """Upper-case lines that list categories ("ENCUMBRANCES, LIENS & INTERESTS"), with no amount or instrument number."""
+    out = set()
+    for line in original.splitlines():
+        stripped = line.strip(" -=*#\t")
+        letters = [c for c in stripped if c.isalpha()]
+        if (letters and all(c.isupper() for c in letters) and re.search(r",|&|/", stripped)
+                and "$" not in stripped and not _REGISTRATION.search(stripped)):
+            out.add(normalise_ocr(stripped).strip())
+    return out
+
+
+def _is_heading(text: str, start: int, end: int, headings: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """A term standing alone as a line's heading ("CAVEATS:") or in a category heading names a section, not a registration."""
     line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    if text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in headings:
+        return True
     if text[line_start:start].strip(" -#*0-9.)"):
         return False
     rest = text[end:end + 1]
     return rest in ("", ":", ".", "\n")
 
 
+#: Negation before a term in its clause: "no builders' liens, writs or lis pendens are registered",
+#: "free and clear of all caveats", "not on the tax arrears list". "No." before a number is an abbreviation.
+_NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|nil|none|without|neither|nor|never|free (?:and clear )?of)\b")
+_CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
+
+
+def _negated(text: str, start: int, window: int) -> str | None:
+    lo, _ = _sentence_bounds(text, start)
+    llo, _ = _line_bounds(text, start)
+    lo = max(lo, start - 2 * window)
+    before = text[lo:start]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    if breaks:
+        before = before[breaks[-1].end():]
+    neg = None
+    for neg in _NEGATION.finditer(before):
+        pass
+    return neg.group(0) if neg else None
+
+
+_STATUS_NEGATED = re.compile(r"^[^.;\n]{0,12}:[^.;:]{0,30}?\b(not|nil|none|no)\b(?!\.)")
+
+
+def _benign_subject(text: str, end: int, subjects: Sequence[str], window: int) -> str | None:
+    """The instrument's subject right after the term ("caveat re: restrictive covenant") makes it routine;
+    so does a status line that answers in the negative ("tax recovery status: not on the list")."""
+    after = text[end:end + window]
+    status = _STATUS_NEGATED.search(after)
+    if status:
+        return status.group(1)
+    for subject in subjects:
+        if term_pattern(subject).search(after):
+            return subject
+    return None
+
+
 def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: int) -> str | None:
+    negation = _negated(text, start, window)
+    if negation:
+        return negation
     lo, hi = _sentence_bounds(text, start)
     lo = max(lo, start - window)
     hi = min(hi, end + window)
@@ -226,7 +303,7 @@ _MODAL = re.compile(r"\b(?:may|shall|if|any|such|in the event|from time to time|
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
 #: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
 FACTOR_CONCRETE = 1.0
-FACTOR_PLAIN = 0.7
+FACTOR_PLAIN = 0.55
 FACTOR_GENERIC = 0.35
 FACTOR_BENIGN = 0.1
 
@@ -257,7 +334,7 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
 
     Each mention's effective weight is ``w · factor`` (:func:`mention_factor`): 1 for
     a concrete mention (an instrument number, or an amount or date stated as fact),
-    0.7 for a plain one, 0.35 for generic wording ("may", "shall", "any": bylaws and
+    0.55 for a plain one (not material on its own), 0.35 for generic wording ("may", "shall", "any": bylaws and
     standard terms) and 0.1 when a benign cue neutralises it.
     ``score = min(1, max_i(w_i·f_i) + 0.05·(number of other material kinds))``.
     Numeric detectors contribute 0.9 (a reserve fund below ``shortfall_ratio``
@@ -265,6 +342,7 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     of its mentions reaches :data:`MATERIAL_WEIGHT`.
     """
     low = normalise_ocr(text)
+    headings = _heading_lines(text)
     matches: list[RiskMatch] = []
     seen_terms: set[str] = set()
     for domain in domains:
@@ -275,9 +353,11 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
             if t.term in seen_terms:
                 continue
             for m in term_pattern(t.term).finditer(low):
-                if _is_heading(low, m.start(), m.end()):
+                if _is_heading(low, m.start(), m.end(), headings):
                     continue
                 cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, lexicon.benign_window_chars)
+                if cue is None:
+                    cue = _benign_subject(low, m.end(), lexicon.benign_subjects, lexicon.benign_window_chars)
                 factor, how = (FACTOR_BENIGN, "benign") if cue is not None else mention_factor(low, m.start(), m.end())
                 matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
             seen_terms.add(t.term)
