@@ -29,16 +29,17 @@ from .audit import AuditLog, new_audit_id
 from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
 from .coverage import CoverageReport, CoverageSelfCheck
-from .errors import IntentError, UnknownAgentError
+from .errors import IntegrityError, IntentError, UnknownAgentError
 from .models import (
     ContextPackage,
+    sha256_hex,
     RetrievalAuditEntry,
     RetrievalIntent,
     RetrievalMetrics,
     RetrievalSummary,
     Stage,
 )
-from .pack import ContextPackager, Scored, Selection, build_package
+from .pack import ContextPackager, Scored, Selection, build_package, package_hash
 from .rank import RiskAwareRanker
 from .retrieve import Candidate, ChunkView, RetrievalResult, SegmentAwareRetriever
 from .store import Store
@@ -289,7 +290,7 @@ class RetrievalAgent:
         timings["coverage_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        refs, _text, total = self.packager.finalize(sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id)
+        refs, visible_text, total = self.packager.finalize(sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id)
         if report.required:
             report.covered = sorted({z for r in refs for z in r.zones} & set(report.required))
             report.unfit = sorted(set(report.unfit) | (set(report.required) - set(report.covered) - set(report.absent)))
@@ -331,25 +332,6 @@ class RetrievalAgent:
             risk_flags=sorted(k for cid in selected_ids for k in sel.chosen[cid].terms.risk_kinds),
             confidence_score=min(1.0, confidence), coverage_completeness=report.score, human_review_required=needs_human,
         )
-        snapshot = {
-            "audit_id": audit_id,
-            "intent": intent.model_dump(mode="json"),
-            "package": package.model_dump(mode="json"),
-            "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict()} for cid in selected_ids],
-            "rejected": [{"chunk_id": cid, "reason": why} for cid, why in sorted(sel.excluded.items())],
-            "candidates": [{"chunk_id": cid, "section_type": s.chunk.section_type, "page_range": s.chunk.page_range, "document_id": s.chunk.document_id, "origin": s.origin, "terms": s.terms.as_dict()} for cid, s in sorted(scored_by_id.items())],
-            "coverage": {"required": report.required, "covered": report.covered, "partial": {k: list(v) for k, v in report.partial.items()}, "absent": report.absent, "unfit": report.unfit},
-            "fallbacks": list(fallbacks),
-            "audit_entry": entry.model_dump(mode="json"),
-        }
-        digest = self.audit.write_snapshot(audit_id, snapshot)
-        note = self.audit.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=qvec)
-        mem0_calls += 1
-        if note:
-            fallbacks.append(note)
-        timings["audit_ms"] = (time.perf_counter() - t) * 1000
-        timings["total_ms"] = (time.perf_counter() - t_start) * 1000
-
         summary = RetrievalSummary(
             audit_id=audit_id,
             chunks_inspected=len(scored_by_id),
@@ -359,9 +341,30 @@ class RetrievalAgent:
             structural_coverage_score=report.score,
             missing_zones=report.missing,
             needs_human_input=needs_human,
-            fallbacks=fallbacks,
+            fallbacks=list(fallbacks),
             latency_ms={k: round(v, 3) for k, v in timings.items()},
         )
+        snapshot = {
+            "audit_id": audit_id,
+            "intent": intent.model_dump(mode="json"),
+            "package": package.model_dump(mode="json"),
+            "summary": summary.model_dump(mode="json"),
+            "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict()} for cid in selected_ids],
+            "rejected": [{"chunk_id": cid, "reason": why} for cid, why in sorted(sel.excluded.items())],
+            "candidates": [{"chunk_id": cid, "section_type": s.chunk.section_type, "page_range": s.chunk.page_range, "document_id": s.chunk.document_id, "origin": s.origin, "terms": s.terms.as_dict()} for cid, s in sorted(scored_by_id.items())],
+            "coverage": {"required": report.required, "covered": report.covered, "partial": {k: list(v) for k, v in report.partial.items()}, "absent": report.absent, "unfit": report.unfit},
+            "visible_text_sha256": sha256_hex(visible_text),
+            "citations": {f"E{i}": r.chunk_id for i, r in enumerate(refs, start=1)},
+            "audit_entry": entry.model_dump(mode="json"),
+        }
+        digest = self.audit.write_snapshot(audit_id, snapshot)
+        note = self.audit.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=qvec)
+        mem0_calls += 1
+        if note:
+            fallbacks.append(note)
+        timings["audit_ms"] = (time.perf_counter() - t) * 1000
+        timings["total_ms"] = (time.perf_counter() - t_start) * 1000
+        summary = summary.model_copy(update={"fallbacks": list(fallbacks), "latency_ms": {k: round(v, 3) for k, v in timings.items()}})
         metrics = RetrievalMetrics(
             deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
             total_latency_ms=timings["total_ms"], mem0_query_time_ms=timings.get("structural_ms", 0.0),
@@ -372,6 +375,15 @@ class RetrievalAgent:
             embedding_api_calls=emb_calls, mem0_api_calls=mem0_calls, estimated_cost_usd=0.0,
         )
         return package, summary, metrics
+
+    # -- replay --------------------------------------------------------------------------
+    def replay(self, audit_id: str) -> tuple[ContextPackage, RetrievalSummary]:
+        """The package exactly as it was given, from its audit snapshot; nothing is retrieved again.
+
+        Raises :class:`~retrieval_node.errors.IntegrityError` when the snapshot or the package inside it
+        does not match its hash.
+        """
+        return replay_snapshot(self.audit, audit_id)
 
     # -- package text --------------------------------------------------------------------
     @staticmethod
@@ -439,4 +451,14 @@ class RetrievalAgent:
         return f"NO MATERIAL RISK INDICATORS in {inspected} inspected chunk(s) (keyword and numeric screening; not a legal conclusion)"
 
 
-__all__ = ["RetrievalAgent", "intent_from_profile"]
+def replay_snapshot(audit: AuditLog, audit_id: str) -> tuple[ContextPackage, RetrievalSummary]:
+    snap = audit.read_snapshot(audit_id)
+    package = ContextPackage.model_validate(snap["package"])
+    fields = package.model_dump(mode="json")
+    if package_hash(fields) != package.package_hash:
+        raise IntegrityError(f"audit snapshot {audit_id}: the package does not match its package_hash")
+    summary = RetrievalSummary.model_validate(snap["summary"])
+    return package, summary
+
+
+__all__ = ["RetrievalAgent", "intent_from_profile", "replay_snapshot"]

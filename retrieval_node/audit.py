@@ -45,7 +45,8 @@ class AuditLog:
     >>> log.record(entry, snapshot, audit_id="aud_...")          # doctest: +SKIP
     """
 
-    def __init__(self, directory: Path, registry: Mem0Registry) -> None:
+    def __init__(self, directory: Path, registry: Mem0Registry | None) -> None:
+        """``registry`` may be None to only read snapshots (replay needs no backend)."""
         self.directory = directory
         self.registry = registry
         self._journal_lock = threading.Lock()
@@ -79,6 +80,8 @@ class AuditLog:
 
     def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:
         """Write the Mem0 audit entry; on failure journal it. Returns a fallback note, or None."""
+        if self.registry is None:
+            raise ValueError("this AuditLog was opened read-only (no registry)")
         self.flush_journal()
         text, metadata = self._memory(entry, audit_id, snapshot_sha256)
         try:
@@ -91,7 +94,7 @@ class AuditLog:
     def flush_journal(self) -> int:
         """Write journaled entries to Mem0; entries that fail again stay journaled. Returns how many were written."""
         with self._journal_lock:
-            if not self.journal_path.exists():
+            if not self.journal_path.exists() or self.registry is None:
                 return 0
             lines = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
             kept: list[str] = []

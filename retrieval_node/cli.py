@@ -149,6 +149,34 @@ def retrieve(
     print_package(agent, package, summary, budget=intent.max_tokens_budget)
 
 
+@app.command()
+def replay(
+    audit_id: Annotated[str, typer.Argument(help="Audit id from a retrieval summary (aud_...).")],
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the package exactly as it was given, from its audit snapshot, without retrieving again."""
+    _setup_logging()
+    from .agent import replay_snapshot
+    from .audit import AuditLog
+    from .store import resolve_home
+
+    try:
+        home = resolve_home(store)
+        audit = AuditLog(home / "audit", registry=None)  # reading a snapshot needs no backend
+        try:
+            package, summary = replay_snapshot(audit, audit_id)
+        except (FileNotFoundError, ValueError) as exc:
+            raise UsageError(str(exc)) from exc
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        typer.echo(json.dumps({"package": package.model_dump(mode="json"), "summary": summary.model_dump(mode="json")}))
+        return
+    print_package(package.agent_id, package, summary, budget=summary.tokens_selected)
+
+
 def print_package(agent: str, package: Any, summary: Any, *, budget: int) -> None:
     """Human-readable view of one retrieval (tables, not raw JSON)."""
     from rich.console import Console
@@ -245,3 +273,6 @@ def main() -> None:  # pragma: no cover - console entry point
 
 
 __all__ = ["app", "main"]
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -297,6 +297,12 @@ class ContextPackage(BaseModel):
     risk_summary: str
     package_hash: Sha256Hex
 
+    def to_prompt(self) -> str:
+        """The text the downstream model reads: each excerpt fenced as quoted evidence with a citation id."""
+        from .pack import render_evidence
+
+        return render_evidence(self.deal_id, self.intent_id, self.agent_id, self.ordered_chunks)
+
 
 class RetrievalSummary(BaseModel):
     """How a package was made (interfaces.md section 4)."""
