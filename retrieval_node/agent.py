@@ -224,9 +224,14 @@ class RetrievalAgent:
 
         sections = [s.value for s in intent.target_section_types]
         roles = [r.value for r in intent.document_roles] if intent.document_roles else None
+        domains = self._domains(intent)
+
+        def keep(chunk: ChunkView) -> bool:  # a chunk with a material risk is a candidate whatever its similarity
+            return self.ranker.risk(chunk.content_hash, chunk.content, domains).material
+
         result = self.retriever.retrieve(
             deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=sections,
-            document_roles=roles, as_of=intent.as_of, top_k=rc.semantic_top_k,
+            document_roles=roles, as_of=intent.as_of, keep=keep, top_k=rc.semantic_top_k,
         )
         fallbacks.extend(f for f in result.fallbacks if f not in fallbacks)
         for k, v in result.timings_ms.items():
@@ -241,7 +246,7 @@ class RetrievalAgent:
         if scored and confidence < rc.risk_threshold:
             broadened = self.retriever.retrieve(
                 deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=None,
-                document_roles=roles, as_of=intent.as_of, top_k=rc.semantic_top_k,
+                document_roles=roles, as_of=intent.as_of, keep=keep, top_k=rc.semantic_top_k,
             )
             known = {s.chunk.chunk_id for s in scored}
             scored += self._score([c for c in broadened.candidates if c.chunk.chunk_id not in known], broadened, intent, patterns, "broadened")

@@ -469,6 +469,7 @@ class RiskAwareRanker:
         self.lexical_weight = lexical_weight
         self.shortfall_ratio = shortfall_ratio
         self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
+        self._mention_cache: dict[tuple[str, str], bool] = {}
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
         key = (content_hash, tuple(domains))
@@ -505,8 +506,15 @@ class RiskAwareRanker:
                 if entity_id in entity_ids:
                     matched = True
                 else:
-                    low = low if low is not None else normalise_ocr(content)
-                    matched = entity_mentioned(entity_id, low)
+                    key = (content_hash, entity_id)
+                    cached = self._mention_cache.get(key)
+                    if cached is None:
+                        low = low if low is not None else normalise_ocr(content)
+                        cached = entity_mentioned(entity_id, low)
+                        if len(self._mention_cache) > 500_000:
+                            self._mention_cache.clear()
+                        self._mention_cache[key] = cached
+                    matched = cached
                 if matched:
                     hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
         pattern = pattern_score(hits)

@@ -219,9 +219,16 @@ class SegmentAwareRetriever:
         document_roles: Sequence[str] | None = None,
         as_of: datetime | None = None,
         eligible: Any = None,
+        keep: Any = None,
         top_k: int = 50,
     ) -> RetrievalResult:
-        """Candidates of one deal with dense and BM25 evidence; ``eligible(chunk) -> bool`` filters further."""
+        """Candidates of one deal with dense and BM25 evidence.
+
+        Candidates are the ``top_k`` chunks by dense similarity, the ``top_k`` by BM25,
+        and every chunk for which ``keep(chunk)`` is true (the agent keeps chunks that
+        carry a risk signal, whatever their similarity). ``eligible(chunk) -> bool``
+        filters the structural set further.
+        """
         timings: dict[str, float] = {}
         fallbacks: list[str] = []
         t0 = time.perf_counter()
@@ -241,30 +248,47 @@ class SegmentAwareRetriever:
             return RetrievalResult([], 0.0, timings, fallbacks, mem0_calls, 0, 0)
 
         t1 = time.perf_counter()
-        limit = min(10_000, max(top_k, 4 * len(structural)))
         scope = SearchScope(
             deal_id=deal_id,
             section_types=tuple(sorted(sections)) if sections is not None else None,
             document_roles=tuple(sorted(roles)) if roles is not None else None,
         )
-        hits = self.store.chunks.search(query_vector, scope, limit)
+        hits = self.store.chunks.search(query_vector, scope, min(10_000, 4 * top_k))
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
 
         t2 = time.perf_counter()
-        by_id = {c.chunk_id: Candidate(chunk=c) for c in structural}
+        structural_ids = {c.chunk_id: c for c in structural}
+        dense: dict[str, tuple[float, int]] = {}
         for h in hits:
-            cand = by_id.get(h.chunk_id)
-            if cand is None:  # not in the structural result: another section, a cut-off, half-registered
+            if h.chunk_id not in structural_ids:  # another section, a cut-off, half-registered: not a candidate
                 continue
-            if h.score > cand.cosine or (h.score == cand.cosine and h.window < cand.best_window):
-                cand.cosine, cand.best_window = h.score, h.window
-        bm25 = view.bm25_scores(query)
-        best = max((bm25.get(c, 0.0) for c in by_id), default=0.0)
-        for cid, cand in by_id.items():
-            cand.bm25 = bm25.get(cid, 0.0)
-        candidates = sorted(by_id.values(), key=lambda c: c.chunk.reading_key)
-        _group_adjacent(candidates)
+            prev = dense.get(h.chunk_id)
+            if prev is None or h.score > prev[0] or (h.score == prev[0] and h.window < prev[1]):
+                dense[h.chunk_id] = (h.score, h.window)
+        bm25 = {cid: v for cid, v in view.bm25_scores(query).items() if cid in structural_ids}
+        chosen = set(sorted(dense, key=lambda c: (-dense[c][0], c))[:top_k])
+        chosen |= set(sorted(bm25, key=lambda c: (-bm25[c], c))[:top_k])
+        if keep is not None:
+            chosen |= {c.chunk_id for c in structural if keep(c)}
         timings["lexical_ms"] = (time.perf_counter() - t2) * 1000
+        # candidates kept for their risk but outside the dense top hits: score them against the query too
+        missing = sorted(c for c in chosen if c not in dense)
+        if missing:
+            t3 = time.perf_counter()
+            extra = self.store.chunks.search(query_vector, SearchScope(deal_id=deal_id, chunk_ids=tuple(missing)), min(10_000, 8 * len(missing)))
+            for h in extra:
+                if h.chunk_id in structural_ids:
+                    prev = dense.get(h.chunk_id)
+                    if prev is None or h.score > prev[0]:
+                        dense[h.chunk_id] = (h.score, h.window)
+            timings["vector_ms"] += (time.perf_counter() - t3) * 1000
+        candidates = []
+        for cid in chosen:
+            cos, win = dense.get(cid, (0.0, 0))
+            candidates.append(Candidate(chunk=structural_ids[cid], cosine=cos, best_window=win, bm25=bm25.get(cid, 0.0)))
+        best = max(bm25.values(), default=0.0)
+        candidates.sort(key=lambda c: c.chunk.reading_key)
+        _group_adjacent(candidates)
         return RetrievalResult(candidates, best, timings, fallbacks, mem0_calls, 0, len(structural))
 
 
