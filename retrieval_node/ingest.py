@@ -119,6 +119,9 @@ def parse_chunk_line(raw: bytes, *, file: str, line: int, count_tokens: Callable
         return reject("(line)", f"not valid JSON: {exc.msg} at column {exc.colno}")
     if not isinstance(data, dict):
         return reject("(line)", f"a chunk must be a JSON object, got {type(data).__name__}")
+    wrong = _has_wrong_json_types(data)
+    if wrong:
+        return reject(wrong, f"must be a JSON number, got {type(data[wrong]).__name__} {data[wrong]!r}")
     try:
         chunk = DocumentChunk.model_validate(data, strict=False)
     except ValidationError as exc:
@@ -128,14 +131,12 @@ def parse_chunk_line(raw: bytes, *, file: str, line: int, count_tokens: Callable
         name = _field_of(first)
         msg = first["msg"]
         if name == "(line)" or not first["loc"]:
-            for candidate in ("content_hash", "chunk_id", "page_end"):
-                if candidate in msg:
-                    name = candidate
-                    break
+            # model-level checks start their message with the field they found wrong
+            lead = msg.removeprefix("Value error, ").split(" ", 1)[0]
+            if lead in DocumentChunk.model_fields:
+                name = lead
         extra = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         return reject(name, _describe(first) + extra)
-    if _has_wrong_json_types(data):
-        return reject(_has_wrong_json_types(data) or "(line)", "wrong JSON type (numbers must be numbers, not strings)")
     if count_tokens is not None:
         actual = count_tokens(chunk.content)
         if actual != chunk.token_count:

@@ -163,6 +163,9 @@ class Mem0Registry:
         self._memory = memory
         self._embeddings = embeddings
         self.stats = Mem0Stats()
+        # Mem0's SQLite history and qdrant-client's local mode are not safe for concurrent use
+        # ("cannot start a transaction within a transaction"): every call goes through this lock.
+        self._lock = threading.RLock()
 
     @property
     def memory(self) -> Any:
@@ -275,13 +278,14 @@ class Mem0Registry:
     def _add(self, content: str, *, user_id: str, agent_id: str | None, metadata: dict[str, Any], op: str) -> str:
         self.stats.hit(op)
         try:
-            result = self._memory.add(
-                [{"role": "user", "content": content}],
-                user_id=user_id,
-                agent_id=agent_id,
-                metadata=metadata,
-                infer=False,
-            )
+            with self._lock:
+                result = self._memory.add(
+                    [{"role": "user", "content": content}],
+                    user_id=user_id,
+                    agent_id=agent_id,
+                    metadata=metadata,
+                    infer=False,
+                )
         except Exception as exc:
             raise BackendError(f"Mem0 add ({op}) failed: {exc}") from exc
         results = result.get("results") if isinstance(result, dict) else None
@@ -292,7 +296,8 @@ class Mem0Registry:
     def _get_all(self, filters: dict[str, Any], *, op: str) -> list[dict[str, Any]]:
         self.stats.hit(op)
         try:
-            result = self._memory.get_all(filters=filters, top_k=MAX_LISTING)
+            with self._lock:
+                result = self._memory.get_all(filters=filters, top_k=MAX_LISTING)
         except Exception as exc:
             raise BackendError(f"Mem0 get_all ({op}) failed: {exc}") from exc
         rows = result.get("results", []) if isinstance(result, dict) else []
