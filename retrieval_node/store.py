@@ -126,7 +126,9 @@ class Store:
             if rc.vector_backend == "edge":
                 chunks: ChunkIndex = EdgeChunkIndex.open(home / "vectors", dimension=rc.embedding_dimension)
             else:
-                chunks = QdrantChunkIndex(qclient, f"{rc.collection_prefix}_chunks", dimension=rc.embedding_dimension)
+                remote = bool(rc.vector_db_url and "://" in rc.vector_db_url)
+                chunks = QdrantChunkIndex(qclient, f"{rc.collection_prefix}_chunks", dimension=rc.embedding_dimension,
+                                          retries=rc.vector_db_retries if remote else 0)
             closers.insert(0, chunks)
             shared = SharedEmbeddings(embedder)
             memory = build_memory(

@@ -308,3 +308,38 @@ def test_ingest_killed_midway_leaves_no_half_registered_chunk(tmp_path, counter,
         assert len(payloads) == len(chunks)
         again = Ingestor(st).ingest([path])
         assert (again.ingested, again.unchanged) == (0, len(chunks))
+
+
+class FlakyClient:
+    """Fault-injection fake: wraps a real local qdrant-client and fails the first N calls with a timeout."""
+
+    def __init__(self, real, failures: int):
+        self._real = real
+        self.failures = failures
+        self.calls = 0
+
+    def __getattr__(self, name):
+        target = getattr(self._real, name)
+
+        def call(*a, **k):
+            self.calls += 1
+            if self.failures > 0:
+                self.failures -= 1
+                raise TimeoutError("read timed out (injected fault)")
+            return target(*a, **k)
+
+        return call
+
+
+def test_remote_calls_retry_a_bounded_number_of_times():
+    from qdrant_client import QdrantClient
+
+    from retrieval_node.backends.vectors import QdrantChunkIndex, SearchScope
+
+    real = QdrantClient(location=":memory:")
+    flaky = FlakyClient(real, failures=2)
+    index = QdrantChunkIndex(flaky, "c", dimension=4, retries=2, backoff_s=0.0)  # survives two timeouts
+    assert index.count() == 0
+    flaky.failures = 5
+    with pytest.raises(BackendError, match="after 3 attempt"):
+        index.search(__import__("numpy").ones(4, dtype="float32"), SearchScope(deal_id="D"), 5)

@@ -16,6 +16,7 @@ deal by a payload filter, and every hit is re-checked against that deal.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Sequence
@@ -97,6 +98,15 @@ class ChunkIndex(Protocol):
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def _transient(exc: Exception) -> bool:
+    """Connection drops, timeouts and 5xx/429 answers are worth one more try; anything else is not."""
+    name = type(exc).__name__.lower()
+    text = str(exc).lower()
+    return any(k in name for k in ("timeout", "connect", "remoteprotocol", "readerror", "writeerror")) or any(
+        k in text for k in ("timed out", "connection refused", "503", "502", "504", "429", "temporarily")
+    )
 
 
 def _check_scope(scope: SearchScope) -> None:
@@ -256,11 +266,25 @@ class QdrantChunkIndex:
     filter cheap on a server (local mode ignores indexes and scans).
     """
 
-    def __init__(self, client: Any, collection: str, *, dimension: int) -> None:
+    def __init__(self, client: Any, collection: str, *, dimension: int, retries: int = 0, backoff_s: float = 0.2) -> None:
         self._client = client
         self.collection = collection
         self.dimension = dimension
+        self.retries = retries
+        self.backoff_s = backoff_s
         self._ensure_collection()
+
+    def _call(self, what: str, fn: Any) -> Any:
+        """Run one client call with bounded retries (a remote server can drop a request); errors become BackendError."""
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                if attempt >= self.retries or not _transient(exc):
+                    raise BackendError(f"Qdrant {what} failed after {attempt + 1} attempt(s): {exc}") from exc
+                time.sleep(self.backoff_s * (2 ** attempt))
+                attempt += 1
 
     @classmethod
     def in_memory(cls, *, dimension: int = 384, collection: str = "retrieval_node_chunks") -> QdrantChunkIndex:
@@ -271,7 +295,7 @@ class QdrantChunkIndex:
     def _ensure_collection(self) -> None:
         from qdrant_client import models as qm
 
-        try:
+        def ensure() -> None:
             if not self._client.collection_exists(self.collection):
                 self._client.create_collection(
                     self.collection,
@@ -280,30 +304,21 @@ class QdrantChunkIndex:
                 for field in INDEXED_FIELDS:
                     self._client.create_payload_index(self.collection, field, field_schema=qm.PayloadSchemaType.KEYWORD)
                 self._client.create_payload_index(self.collection, "window", field_schema=qm.PayloadSchemaType.INTEGER)
-        except Exception as exc:
-            raise BackendError(f"Qdrant: cannot create or open collection {self.collection!r}: {exc}") from exc
+
+        self._call(f"create or open collection {self.collection!r}", ensure)
 
     def upsert(self, points: Sequence[VectorPoint]) -> None:
         from qdrant_client import models as qm
 
         if not points:
             return
-        try:
-            self._client.upsert(
-                self.collection,
-                points=[qm.PointStruct(id=p.id, vector=p.vector.tolist(), payload=p.payload) for p in points],
-                wait=True,
-            )
-        except Exception as exc:
-            raise BackendError(f"Qdrant upsert of {len(points)} points failed: {exc}") from exc
+        batch = [qm.PointStruct(id=p.id, vector=p.vector.tolist(), payload=p.payload) for p in points]
+        self._call(f"upsert of {len(points)} points", lambda: self._client.upsert(self.collection, points=batch, wait=True))
 
     def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not point_ids:
             return {}
-        try:
-            records = self._client.retrieve(self.collection, ids=list(point_ids), with_payload=True, with_vectors=False)
-        except Exception as exc:
-            raise BackendError(f"Qdrant retrieve failed: {exc}") from exc
+        records = self._call("retrieve", lambda: self._client.retrieve(self.collection, ids=list(point_ids), with_payload=True, with_vectors=False))
         return {str(r.id): dict(r.payload or {}) for r in records}
 
     def _filter(self, scope: SearchScope) -> Any:
@@ -332,10 +347,7 @@ class QdrantChunkIndex:
             qm.QueryRequest(query=v.astype(np.float32).tolist(), filter=flt, limit=limit, with_payload=qm.PayloadSelectorInclude(include=_LIGHT_FIELDS))
             for v in vectors
         ]
-        try:
-            responses = self._client.query_batch_points(self.collection, requests=requests)
-        except Exception as exc:
-            raise BackendError(f"Qdrant search failed: {exc}") from exc
+        responses = self._call("search", lambda: self._client.query_batch_points(self.collection, requests=requests))
         return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
@@ -347,21 +359,15 @@ class QdrantChunkIndex:
         ])
         out: list[dict[str, Any]] = []
         offset: Any = None
-        try:
-            while True:
-                records, offset = self._client.scroll(self.collection, scroll_filter=flt, limit=1024, offset=offset, with_payload=True, with_vectors=False)
-                out.extend(dict(r.payload or {}) for r in records)
-                if offset is None:
-                    break
-        except Exception as exc:
-            raise BackendError(f"Qdrant scroll failed: {exc}") from exc
+        while True:
+            records, offset = self._call("scroll", lambda o=offset: self._client.scroll(self.collection, scroll_filter=flt, limit=1024, offset=o, with_payload=True, with_vectors=False))
+            out.extend(dict(r.payload or {}) for r in records)
+            if offset is None:
+                break
         return [p for p in out if p.get("deal_id") == deal_id]
 
     def count(self) -> int:
-        try:
-            return int(self._client.count(self.collection, exact=True).count)
-        except Exception as exc:
-            raise BackendError(f"Qdrant count failed: {exc}") from exc
+        return int(self._call("count", lambda: self._client.count(self.collection, exact=True)).count)
 
     def flush(self) -> None:
         """Qdrant persists on upsert (``wait=True``)."""

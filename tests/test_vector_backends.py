@@ -1,0 +1,87 @@
+"""One contract, every chunk-index backend: qdrant-edge (embedded default) and qdrant-client
+(local mode here; the same class talks to a Qdrant server)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval_node.agent import RetrievalAgent
+from retrieval_node.backends.vectors import EdgeChunkIndex, QdrantChunkIndex, SearchScope, VectorPoint, point_id
+from retrieval_node.config import load_config
+from retrieval_node.ingest import Ingestor
+from retrieval_node.store import Store
+from tests.conftest import write_jsonl
+
+
+def _points():
+    rng = np.random.default_rng(7)
+    out = []
+    for d, deal in enumerate(["A", "B"]):
+        for i in range(6):
+            cid = f"{d}{i}".ljust(64, "a")
+            v = rng.standard_normal(8).astype(np.float32)
+            v /= np.linalg.norm(v)
+            payload = {"deal_id": deal, "chunk_id": cid, "window": 0, "n_windows": 1, "section_type": ["TITLE_SUMMARY", "GENERAL"][i % 2],
+                       "document_role": "TITLE_SEARCH", "document_id": f"{deal}/t.pdf", "content": f"chunk {deal}{i}", "char_start": 0, "char_end": 8}
+            out.append(VectorPoint(point_id(cid, 0), v, payload))
+    return out
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def index(request, tmp_path):
+    if request.param == "edge":
+        ix = EdgeChunkIndex.open(tmp_path / "edge", dimension=8)
+    else:
+        ix = QdrantChunkIndex.in_memory(dimension=8)
+    ix.upsert(_points())
+    yield ix
+    ix.close()
+
+
+def test_search_is_scoped_to_one_deal(index):
+    q = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    hits = index.search(q, SearchScope("A"), 100)
+    assert len(hits) == 6 and {h.payload["deal_id"] for h in hits} == {"A"}
+    assert hits == sorted(hits, key=lambda h: -h.score)
+    assert "content" not in hits[0].payload  # light payloads on the hot path
+
+
+def test_section_role_and_id_filters(index):
+    q = np.ones(8, dtype=np.float32)
+    assert {h.payload["section_type"] for h in index.search(q, SearchScope("B", section_types=("GENERAL",)), 100)} == {"GENERAL"}
+    assert index.search(q, SearchScope("B", document_roles=("TAX_CERTIFICATE",)), 100) == []
+    one = "12".ljust(64, "a")
+    assert [h.chunk_id for h in index.search(q, SearchScope("B", chunk_ids=(one,)), 100)] == [one]
+    assert index.search(q, SearchScope("B", chunk_ids=()), 100) == []
+    with pytest.raises(ValueError):
+        index.search(q, SearchScope(""), 10)
+
+
+def test_payloads_deal_listing_and_count(index):
+    pts = _points()
+    got = index.payloads([pts[0].id, "00000000-0000-0000-0000-000000000000"])
+    assert list(got) == [pts[0].id] and got[pts[0].id]["content"] == "chunk A0"
+    assert sorted(p["chunk_id"] for p in index.deal_payloads("B")) == sorted(p.payload["chunk_id"] for p in pts if p.payload["deal_id"] == "B")
+    assert index.count() == 12
+
+
+def test_batch_search_matches_single(index):
+    qs = np.eye(8, dtype=np.float32)[:3]
+    batch = index.search_batch(qs, SearchScope("A"), 4)
+    for q, hits in zip(qs, batch, strict=True):
+        assert [h.chunk_id for h in hits] == [h.chunk_id for h in index.search(q, SearchScope("A"), 4)]
+
+
+def test_pipeline_on_the_qdrant_client_backend(tmp_path, embedder, make_chunk):
+    """The server code path (vector_backend: qdrant), run against qdrant-client's in-process engine."""
+    cfg = load_config(environ={"RETRIEVAL_NODE_VECTOR_BACKEND": "qdrant", "RETRIEVAL_NODE_VECTOR_DB_URL": ":memory:"})
+    with Store.open(tmp_path / "s", config=cfg, embedder=embedder) as store:
+        assert isinstance(store.chunks, QdrantChunkIndex)
+        chunks = [make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN for $48,260.00 unpaid", page=2),
+                  make_chunk("Certificate of title, registered owner Dana Whitford", section="TITLE_SUMMARY", page=1)]
+        assert Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", chunks)]).ingested == 2
+        agent = RetrievalAgent(store)
+        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
+        assert summary.risk_distribution.get("builders_lien") == 1
+        assert {r.chunk_id for r in pkg.ordered_chunks} == {c.chunk_id for c in chunks}
