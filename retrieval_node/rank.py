@@ -180,7 +180,7 @@ def _heading_lines(original: str) -> set[str]:
     for line in original.splitlines():
         stripped = line.strip(" -=*#\t")
         letters = [c for c in stripped if c.isalpha()]
-        if (letters and all(c.isupper() for c in letters) and re.search(r",|&|/", stripped)
+        if (letters and all(c.isupper() for c in letters) and re.search(r",|&", stripped)
                 and "$" not in stripped and not _REGISTRATION.search(stripped)):
             out.add(normalise_ocr(stripped).strip())
     return out
