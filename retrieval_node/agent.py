@@ -29,7 +29,8 @@ from .audit import AuditLog, new_audit_id
 from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
 from .coverage import CoverageReport, CoverageSelfCheck
-from .errors import IntegrityError, IntentError, UnknownAgentError
+from .contracts import ContractPlan, compile_plan
+from .errors import ContractViolation, IntegrityError, IntentError, UnknownAgentError
 from .models import (
     ContextPackage,
     sha256_hex,
@@ -138,6 +139,17 @@ class RetrievalAgent:
                 return profile
         return None
 
+    def _agent_name(self, intent: RetrievalIntent) -> str:
+        for name, profile in self.config.agents.items():
+            if profile.agent_id == intent.agent_id:
+                return name
+        return intent.agent_id
+
+    def _plan(self, intent: RetrievalIntent) -> ContractPlan:
+        if self.config.contracts is None:
+            raise ContractViolation("no retrieval contracts are configured (configs/contracts.yaml); nothing is retrieved without one")
+        return compile_plan(intent, self._agent_name(intent), self.config.contracts)
+
     def _domains(self, intent: RetrievalIntent) -> list[str]:
         profile = self._profile(intent)
         if profile is not None and profile.risk_domains:
@@ -215,6 +227,8 @@ class RetrievalAgent:
         qvec, emb_calls = self._query_vector(intent.query_text)
         timings["embed_ms"] = (time.perf_counter() - t) * 1000
 
+        plan = self._plan(intent)  # before any backend is touched: a forbidden request retrieves nothing
+
         view, calls = self.retriever.deal_view(intent.deal_id, fallbacks)
         mem0_calls += calls
         if not view.chunks:
@@ -222,16 +236,20 @@ class RetrievalAgent:
         if view.rejected:
             fallbacks.append(f"integrity: {len(view.rejected)} registry record(s) failed their hash check and were skipped")
 
-        sections = [s.value for s in intent.target_section_types]
-        roles = [r.value for r in intent.document_roles] if intent.document_roles else None
+        sections = plan.sections
+        roles = plan.roles
         domains = self._domains(intent)
+
+        def eligible(chunk: ChunkView) -> bool:  # vector hits are candidates, never facts: the contract decides
+            return plan.allows(chunk.section_type, chunk.document_role)
 
         def keep(chunk: ChunkView) -> bool:  # a chunk with a material risk is a candidate whatever its similarity
             return self.ranker.risk(chunk.content_hash, chunk.content, domains).material
 
         result = self.retriever.retrieve(
             deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=sections,
-            document_roles=roles, as_of=intent.as_of, keep=keep, top_k=rc.semantic_top_k,
+            document_roles=roles, as_of=intent.as_of, eligible=eligible, keep=keep, top_k=rc.semantic_top_k,
+            use_vectors=plan.vector_search,
         )
         fallbacks.extend(f for f in result.fallbacks if f not in fallbacks)
         for k, v in result.timings_ms.items():
@@ -245,8 +263,9 @@ class RetrievalAgent:
         needs_human = False
         if scored and confidence < rc.risk_threshold:
             broadened = self.retriever.retrieve(
-                deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=None,
-                document_roles=roles, as_of=intent.as_of, keep=keep, top_k=rc.semantic_top_k,
+                deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=plan.allowed_sections,
+                document_roles=roles, as_of=intent.as_of, eligible=eligible, keep=keep, top_k=rc.semantic_top_k,
+                use_vectors=plan.vector_search,
             )
             known = {s.chunk.chunk_id for s in scored}
             scored += self._score([c for c in broadened.candidates if c.chunk.chunk_id not in known], broadened, intent, patterns, "broadened")
@@ -255,7 +274,7 @@ class RetrievalAgent:
                 needs_human = True
                 fallbacks.append(f"low_confidence: best score {confidence:.2f} < risk_threshold {rc.risk_threshold} after broadening to every section; human review needed")
             else:
-                fallbacks.append(f"low_confidence_broadened: no target-section chunk reached {rc.risk_threshold}; searched every section once")
+                fallbacks.append(f"low_confidence_broadened: no target-section chunk reached {rc.risk_threshold}; searched every section the contract allows once")
         timings["ranking_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
@@ -271,15 +290,16 @@ class RetrievalAgent:
         scored_by_id = {s.chunk.chunk_id: s for s in scored}
 
         def zone_candidates(zone: str) -> list[Scored]:
-            members = [c for c in view.chunks.values() if zone in c.zones and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())]
-            if roles is not None:
-                members = [c for c in members if c.document_role in roles or zone in ("tax_certificate", "municipal_arrears", "tax_liens")]
+            members = [
+                c for c in view.chunks.values()
+                if zone in c.zones and eligible(c) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())
+            ]
             if not members:
                 return []
             missing = [c for c in members if c.chunk_id not in scored_by_id]
             if missing:
                 zvec, _ = self._query_vector(f"{zone.replace('_', ' ')}: {intent.query_text}")
-                hits = self.store.chunks.search(zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), limit=8 * len(missing))
+                hits = self.store.chunks.search(zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), limit=8 * len(missing)) if plan.vector_search else []
                 best: dict[str, float] = {}
                 for h in hits:
                     best[h.chunk_id] = max(best.get(h.chunk_id, 0.0), h.score)
@@ -352,6 +372,7 @@ class RetrievalAgent:
         snapshot = {
             "audit_id": audit_id,
             "intent": intent.model_dump(mode="json"),
+            "contract": plan.model_dump(mode="json"),
             "package": package.model_dump(mode="json"),
             "summary": summary.model_dump(mode="json"),
             "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict()} for cid in selected_ids],

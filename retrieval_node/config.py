@@ -8,6 +8,7 @@ Files (all optional except where noted; every key is validated, unknown keys fai
 * ``agents.yaml``     -> one :class:`AgentProfile` per downstream agent.
 * ``zones.yaml``      -> :class:`ZoneMapping`: zones derived from section type / document role.
 * ``risk_signals.yaml`` -> :class:`RiskLexicon`: risk terms per domain, benign cues.
+* ``contracts.yaml``  -> :class:`~retrieval_node.contracts.ContractSet`: what each agent may retrieve per stage.
 
 Loading goes ``load_config(dir) -> NodeConfig.from_dir -> from_dict -> model_validate``;
 any error is a :class:`~retrieval_node.errors.ConfigError` naming the file and key.
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .contracts import ContractSet
 from .errors import ConfigError
 from .models import KNOWN_ZONES, MAX_TOKENS_BUDGET, DocumentRole, RiskProfile, SectionType, Stage
 
@@ -205,6 +207,7 @@ class NodeConfig(_Strict):
     agents: dict[str, AgentProfile] = Field(default_factory=dict)
     zones: ZoneMapping = Field(default_factory=ZoneMapping)
     risk_signals: RiskLexicon | None = None
+    contracts: ContractSet | None = Field(None, description="Retrieval contracts; without them nothing is retrieved.")
 
     @model_validator(mode="after")
     def _complete(self) -> NodeConfig:
@@ -225,6 +228,7 @@ _FILES: dict[str, str] = {
     "agents.yaml": "agents",
     "zones.yaml": "zones",
     "risk_signals.yaml": "risk_signals",
+    "contracts.yaml": "contracts",
 }
 
 
@@ -337,6 +341,8 @@ def _validate_section(section: str, raw: dict[str, Any]) -> Any:
         return ZoneMapping.model_validate(raw)
     if section == "risk_signals":
         return RiskLexicon.model_validate(raw)
+    if section == "contracts":
+        return ContractSet.model_validate(raw)
     raise AssertionError(section)  # pragma: no cover - _FILES and this function list the same sections
 
 

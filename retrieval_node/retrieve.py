@@ -221,6 +221,7 @@ class SegmentAwareRetriever:
         eligible: Any = None,
         keep: Any = None,
         top_k: int = 50,
+        use_vectors: bool = True,
     ) -> RetrievalResult:
         """Candidates of one deal with dense and BM25 evidence.
 
@@ -253,7 +254,7 @@ class SegmentAwareRetriever:
             section_types=tuple(sorted(sections)) if sections is not None else None,
             document_roles=tuple(sorted(roles)) if roles is not None else None,
         )
-        hits = self.store.chunks.search(query_vector, scope, min(10_000, 4 * top_k))
+        hits = self.store.chunks.search(query_vector, scope, min(10_000, 4 * top_k)) if use_vectors else []
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
 
         t2 = time.perf_counter()
@@ -273,7 +274,7 @@ class SegmentAwareRetriever:
         timings["lexical_ms"] = (time.perf_counter() - t2) * 1000
         # candidates kept for their risk but outside the dense top hits: score them against the query too
         missing = sorted(c for c in chosen if c not in dense)
-        if missing:
+        if missing and use_vectors:
             t3 = time.perf_counter()
             extra = self.store.chunks.search(query_vector, SearchScope(deal_id=deal_id, chunk_ids=tuple(missing)), min(10_000, 8 * len(missing)))
             for h in extra:

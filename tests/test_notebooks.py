@@ -13,10 +13,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAMES = ["quickstart", "evaluation"]

@@ -1,0 +1,81 @@
+"""Retrieval contracts: forbidden requests are refused before any backend is touched; packages stay inside."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval_node.agent import RetrievalAgent
+from retrieval_node.config import load_config
+from retrieval_node.contracts import ContractSet, compile_plan
+from retrieval_node.errors import ContractViolation
+from retrieval_node.models import RetrievalIntent
+
+SAMPLE = "2026-ACME-0042"
+
+
+@pytest.fixture(scope="module")
+def agent(sample_store):
+    return RetrievalAgent(sample_store)
+
+
+def _with(intent: RetrievalIntent, **change) -> RetrievalIntent:
+    return RetrievalIntent.model_validate(intent.model_dump() | change)
+
+
+def test_tax_agent_never_sees_lender_instructions(agent, sample_store):
+    base = agent.intent_for("tax", deal_id=SAMPLE)
+    calls = sample_store.registry.stats.calls
+    with pytest.raises(ContractViolation, match="LENDER_INSTRUCTIONS"):
+        agent.retrieve_sync(_with(base, document_roles=["TAX_CERTIFICATE", "LENDER_INSTRUCTIONS"]))
+    assert sample_store.registry.stats.calls == calls  # refused before Mem0 (or anything else) was asked
+    pkg, _ = agent.retrieve_sync(base)
+    assert all(r.document_role.value != "LENDER_INSTRUCTIONS" for r in pkg.ordered_chunks)
+
+
+def test_drafting_scribe_gets_no_raw_board_minutes(agent):
+    base = agent.intent_for("scribe", deal_id=SAMPLE, stage="DRAFTING")
+    with pytest.raises(ContractViolation, match="CONDO_MINUTES"):
+        agent.retrieve_sync(_with(base, target_section_types=["GENERAL", "CONDO_MINUTES"]))
+    pkg, summary = agent.retrieve_sync(base)
+    assert all(r.section_type.value != "CONDO_MINUTES" for r in pkg.ordered_chunks)
+    snap = agent.audit.read_snapshot(summary.audit_id)
+    assert "CONDO_MINUTES" in snap["contract"]["forbidden_sections"]
+    assert all(c["section_type"] != "CONDO_MINUTES" for c in snap["candidates"])
+    # in diligence the same agent may read minutes
+    assert agent.retrieve_sync(_with(base, stage="DILIGENCE", target_section_types=["GENERAL", "CONDO_MINUTES"]))
+
+
+def test_sections_outside_the_contract_and_unknown_agents_are_refused(agent):
+    base = agent.intent_for("investigator", deal_id=SAMPLE)
+    with pytest.raises(ContractViolation, match="outside the contract"):
+        agent.retrieve_sync(_with(base, target_section_types=["RESERVE_FUND_REPORT"]))
+    with pytest.raises(ContractViolation, match="no retrieval contract"):
+        agent.retrieve_sync(_with(base, agent_id="freelancer_x"))
+
+
+def test_plan_is_finite_and_typed(node_config):
+    intent = RetrievalIntent(intent_id="title_risk_scan_v1", deal_id="D", agent_id="investigator_r1", query_text="q",
+                             target_section_types=["INSTRUMENTS_REGISTER"], risk_profile="HIGH_RISK", max_tokens_budget=100,
+                             required_structural_zones=["caveats_section"])
+    plan = compile_plan(intent, "investigator", node_config.contracts)
+    assert [q.type for q in plan.queries] == ["structural_filter", "semantic_search", "lexical_search", "zone_lookup", "broadened_search"]
+    assert all(q.deal_id == "D" for q in plan.queries)
+    assert plan.allows("CAVEATS_SECTION", "TITLE_SEARCH") and not plan.allows("CAVEATS_SECTION", "LENDER_INSTRUCTIONS")
+    assert not plan.allows("CONDO_MINUTES", "TITLE_SEARCH")
+
+
+def test_contract_without_vectors_uses_structure_only(sample_store, node_config):
+    contracts = ContractSet.model_validate({"contracts": {**{k: v.model_dump() for k, v in node_config.contracts.contracts.items()},
+                                                          "investigator": node_config.contracts.contracts["investigator"].model_dump() | {"vector_search": False}}})
+    agent = RetrievalAgent(sample_store, config=node_config.model_copy(update={"contracts": contracts}))
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=SAMPLE))
+    snap = agent.audit.read_snapshot(summary.audit_id)
+    assert "semantic_search" not in [q["type"] for q in snap["contract"]["queries"]]
+    assert all(c["terms"]["dense"] == 0.0 for c in snap["candidates"])
+    assert "builders_lien" in summary.risk_distribution
+
+
+def test_contract_config_rejects_contradictions():
+    with pytest.raises(ValueError, match="both allowed and forbidden"):
+        ContractSet.model_validate({"contracts": {"x": {"allowed_sections": ["GENERAL"], "forbidden_sections": ["GENERAL"]}}})
+    assert load_config().contracts is not None
