@@ -30,9 +30,12 @@ from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
 from .coverage import CoverageReport, CoverageSelfCheck
 from .contracts import ContractPlan, compile_plan
-from .errors import ContractViolation, IntegrityError, IntentError, UnknownAgentError
+from .backends.vectors import point_id
+from .errors import AccessDenied, ChunkNotFound, ContractViolation, IntegrityError, IntentError, TrustRequired, UnknownAgentError
 from .models import (
+    ChunkReference,
     ContextPackage,
+    TrustContext,
     sha256_hex,
     RetrievalAuditEntry,
     RetrievalIntent,
@@ -40,9 +43,9 @@ from .models import (
     RetrievalSummary,
     Stage,
 )
-from .pack import ContextPackager, Scored, Selection, build_package, package_hash
+from .pack import ContextPackager, Scored, Selection, build_package, package_hash, to_reference
 from .rank import RiskAwareRanker
-from .retrieve import Candidate, ChunkView, RetrievalResult, SegmentAwareRetriever
+from .retrieve import Candidate, ChunkView, RetrievalResult, SegmentAwareRetriever, _view_from_payload
 from .store import Store
 
 #: Weight of BM25 inside the semantic term (the rest is the dense cosine).
@@ -107,8 +110,10 @@ class RetrievalAgent:
     ([], True)
     """
 
-    def __init__(self, store: Store, *, config: NodeConfig | None = None) -> None:
+    def __init__(self, store: Store, *, config: NodeConfig | None = None, trust: TrustContext | None = None) -> None:
+        """``trust`` is the default caller trust; each call may pass its own, and one of the two is required."""
         self.store = store
+        self.trust = trust
         self.config = config or store.config
         if self.config.risk_signals is None:
             raise IntentError("configs/risk_signals.yaml is missing: the ranker needs risk lexicons")
@@ -157,25 +162,53 @@ class RetrievalAgent:
         return sorted(self.config.risk_signals.domains) if self.config.risk_signals else []
 
     # -- entry points --------------------------------------------------------------------
-    async def retrieve(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary]:
+    async def retrieve(self, intent: RetrievalIntent, *, trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary]:
         """Async entry point; the work runs in a thread, at most ``max_concurrent_retrievals`` at once."""
-        return await asyncio.to_thread(self.retrieve_sync, intent)
+        return await asyncio.to_thread(self.retrieve_sync, intent, trust=trust)
 
-    def retrieve_sync(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary]:
+    def retrieve_sync(self, intent: RetrievalIntent, *, trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary]:
+        caller = self._trust(trust)
         with self._semaphore:
             with self._active_lock:
                 self.active += 1
                 self.peak_active = max(self.peak_active, self.active)
             try:
-                package, summary, _metrics = self._run(intent)
+                package, summary, _metrics = self._run(intent, caller)
                 return package, summary
             finally:
                 with self._active_lock:
                     self.active -= 1
 
-    def retrieve_with_metrics(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
+    def retrieve_with_metrics(self, intent: RetrievalIntent, *, trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
+        caller = self._trust(trust)
         with self._semaphore:
-            return self._run(intent)
+            return self._run(intent, caller)
+
+    def _trust(self, trust: TrustContext | None) -> TrustContext:
+        caller = trust or self.trust
+        if caller is None:
+            raise TrustRequired(
+                "a TrustContext is required: pass trust=TrustContext(max_sensitivity=..., authenticated=..., actor_id=...) "
+                "to RetrievalAgent(...) or to the call"
+            )
+        return caller
+
+    def get_chunk(self, chunk_id: str, *, trust: TrustContext | None = None) -> ChunkReference:
+        """One chunk by id: the full reference, a redacted one (one level above the caller's trust),
+        :class:`AccessDenied`, or :class:`ChunkNotFound`."""
+        caller = self._trust(trust)
+        payload = self.store.chunks.payloads([point_id(chunk_id, 0)]).get(point_id(chunk_id, 0))
+        if payload is None or "content" not in payload:
+            raise ChunkNotFound(f"no chunk {chunk_id!r} in this store")
+        deal, sensitivity = payload["deal_id"], payload.get("sensitivity", "confidential")
+        if sha256_hex(payload["content"]) != payload["content_hash"]:
+            raise IntegrityError(f"chunk {chunk_id} does not match its content_hash")
+        ref = to_reference(_view_from_payload(payload))
+        if caller.allows(deal, sensitivity):
+            return ref
+        if caller.allows_redacted(deal, sensitivity):
+            return ref.model_copy(update={"content": "", "redacted": True})
+        raise AccessDenied(f"{caller.actor_id} may not read chunk {chunk_id} ({sensitivity}, deal {deal})")
 
     # -- pipeline ------------------------------------------------------------------------
     def _query_vector(self, text: str) -> tuple[np.ndarray, int]:
@@ -216,8 +249,10 @@ class RetrievalAgent:
             out.append(Scored(chunk=c.chunk, terms=terms, group=c.group, origin=origin))
         return out
 
-    def _run(self, intent: RetrievalIntent) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
+    def _run(self, intent: RetrievalIntent, trust: TrustContext) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
         t_start = time.perf_counter()
+        if not trust.in_scope(intent.deal_id):
+            raise AccessDenied(f"{trust.actor_id} has no scope for deal {intent.deal_id} (scopes: {trust.scopes})")
         timings: dict[str, float] = {}
         fallbacks: list[str] = []
         mem0_calls = 0
@@ -240,8 +275,13 @@ class RetrievalAgent:
         roles = plan.roles
         domains = self._domains(intent)
 
-        def eligible(chunk: ChunkView) -> bool:  # vector hits are candidates, never facts: the contract decides
-            return plan.allows(chunk.section_type, chunk.document_role)
+        def eligible(chunk: ChunkView) -> bool:  # vector hits are candidates, never facts: contract and trust decide
+            return plan.allows(chunk.section_type, chunk.document_role) and trust.allows(chunk.deal_id, chunk.sensitivity)
+
+        in_plan = [c for c in view.chunks.values() if c.section_type in sections and (roles is None or c.document_role in roles)
+                   and plan.allows(c.section_type, c.document_role) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())]
+        redacted = sorted((c for c in in_plan if trust.allows_redacted(c.deal_id, c.sensitivity)), key=lambda c: c.reading_key)
+        above_trust = sum(1 for c in in_plan if not trust.allows(c.deal_id, c.sensitivity) and not trust.allows_redacted(c.deal_id, c.sensitivity))
 
         def keep(chunk: ChunkView) -> bool:  # a chunk with a material risk is a candidate whatever its similarity
             return self.ranker.risk(chunk.content_hash, chunk.content, domains).material
@@ -315,11 +355,19 @@ class RetrievalAgent:
         timings["coverage_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        refs, visible_text, total = self.packager.finalize(sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id)
+        refs, visible_text, total = self.packager.finalize(
+            sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
+            redacted=[to_reference(c).model_copy(update={"content": "", "redacted": True}) for c in redacted],
+        )
+        if redacted:
+            shown = sum(1 for r in refs if r.redacted)
+            fallbacks.append(f"redacted: {len(redacted)} chunk(s) one level above the caller's trust listed without content ({shown} fit the budget)")
+        if above_trust:
+            fallbacks.append(f"filtered_by_trust: {above_trust} chunk(s) above the caller's trust were not considered")
         if report.required:
             report.covered = sorted({z for r in refs for z in r.zones} & set(report.required))
             report.unfit = sorted(set(report.unfit) | (set(report.required) - set(report.covered) - set(report.absent)))
-        selected_ids = [r.chunk_id for r in refs]
+        selected_ids = [r.chunk_id for r in refs if not r.redacted]
         missed_risks = [s for cid, s in scored_by_id.items() if s.material and cid not in sel.chosen]
         if missed_risks:
             needs_human = True
@@ -373,6 +421,7 @@ class RetrievalAgent:
             "audit_id": audit_id,
             "intent": intent.model_dump(mode="json"),
             "contract": plan.model_dump(mode="json"),
+            "trust": trust.model_dump(mode="json"),
             "package": package.model_dump(mode="json"),
             "summary": summary.model_dump(mode="json"),
             "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict()} for cid in selected_ids],
@@ -466,6 +515,8 @@ class RetrievalAgent:
             return f"UNABLE_TO_ASSESS: no {', '.join(s.value for s in intent.target_section_types)} documents found for deal {intent.deal_id}"
         lines = []
         for i, r in enumerate(refs, start=1):
+            if r.redacted:
+                continue
             terms = sel.chosen[r.chunk_id].terms
             if terms.risk_kinds:
                 evidence = ", ".join(list(terms.risk_terms) + list(terms.numeric))

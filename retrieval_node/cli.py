@@ -32,6 +32,19 @@ StoreOpt = Annotated[
     typer.Option("--store", help="Store directory [default: $RETRIEVAL_NODE_HOME, else ./.retrieval-node]."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on standard output.")]
+ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who is asking (audit trail) [default: cli:$USER].")]
+SensitivityOpt = Annotated[str, typer.Option("--max-sensitivity", help="public | confidential | privileged: the highest sensitivity you may read.")]
+
+
+def _cli_trust(actor: str | None, max_sensitivity: str) -> Any:
+    import getpass
+
+    from .models import TrustContext
+
+    try:
+        return TrustContext(max_sensitivity=max_sensitivity.lower(), authenticated=True, actor_id=actor or f"cli:{getpass.getuser()}")
+    except ValueError as exc:
+        raise UsageError(f"--max-sensitivity {max_sensitivity!r}: expected public, confidential or privileged") from exc
 
 
 def _setup_logging() -> None:
@@ -127,14 +140,17 @@ def retrieve(
     budget: Annotated[int | None, typer.Option("--budget", help="Token budget (cl100k); default from the agent profile.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
+    actor: ActorOpt = None,
+    max_sensitivity: SensitivityOpt = "confidential",
 ) -> None:
     """Run one agent's retrieval; --json prints {"package": ..., "summary": ...}."""
     _setup_logging()
     from .agent import RetrievalAgent
 
     try:
+        trust = _cli_trust(actor, max_sensitivity)
         with _open_store(store) as st:
-            ra = RetrievalAgent(st)
+            ra = RetrievalAgent(st, trust=trust)
             intent = ra.intent_for(agent, deal_id=deal, stage=stage.upper(), budget=budget)
             package, summary = ra.retrieve_sync(intent)
     except RetrievalNodeError as exc:
@@ -232,7 +248,7 @@ def demo(
                 patterns, _ = read_patterns(patterns_file)
                 added, _unchanged = add_patterns(st, patterns)
                 ingest_note = {"ingested": report.ingested, "unchanged": report.unchanged, "rejected": len(report.rejected), "patterns_added": added}
-            node = RetrievalNode(RetrievalAgent(st))
+            node = RetrievalNode(RetrievalAgent(st, trust=_cli_trust(None, "confidential")))
             thread = {"configurable": {"thread_id": f"demo-{deal_id}-{uuid.uuid4().hex[:8]}"}}
             with SqliteSaver.from_conn_string(str(st.home / "checkpoints.sqlite")) as saver:
                 app_graph = build_workflow(node, checkpointer=saver)

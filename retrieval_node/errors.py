@@ -7,7 +7,10 @@ The tree separates mistakes of the caller from failures at run time::
     │   ├── ConfigError             a config file or environment value is invalid
     │   ├── IntentError             a RetrievalIntent cannot be built or served
     │   ├── UnknownAgentError       no adapter / profile for that agent name
-    │   └── ContractViolation       the request asks for something its contract forbids
+    │   ├── ContractViolation       the request asks for something its contract forbids
+    │   ├── TrustRequired           no TrustContext was given
+    │   ├── AccessDenied            the caller's trust does not reach that chunk
+    │   └── ChunkNotFound           no chunk has that id
     └── RuntimeFailure              something failed while running
         ├── BackendError            Qdrant, Mem0 or the embedding model failed (cause chained)
         │   └── StoreLockedError    the embedded store is open in another process
@@ -47,6 +50,18 @@ class ContractViolation(UsageError):
     """The request asks for data its retrieval contract forbids or cannot represent."""
 
 
+class TrustRequired(UsageError):
+    """Every retrieval needs a TrustContext (who asks, how far their access reaches)."""
+
+
+class AccessDenied(UsageError):
+    """The caller's trust does not reach the requested chunk."""
+
+
+class ChunkNotFound(UsageError, KeyError):
+    """No registered chunk has the requested id."""
+
+
 class RuntimeFailure(RetrievalNodeError):
     """Something failed at run time although the call was valid."""
 
@@ -68,7 +83,9 @@ class IntegrityError(RuntimeFailure):
 
 
 __all__ = [
+    "AccessDenied",
     "BackendError",
+    "ChunkNotFound",
     "ConfigError",
     "ContractViolation",
     "EmbeddingModelMissing",
@@ -77,6 +94,7 @@ __all__ = [
     "RetrievalNodeError",
     "RuntimeFailure",
     "StoreLockedError",
+    "TrustRequired",
     "UnknownAgentError",
     "UsageError",
 ]

@@ -32,11 +32,12 @@ class ConveyancingRetriever(BaseRetriever):
     deal_id: str
     stage: str = "DILIGENCE"
     budget: int | None = None
+    trust: Any = None  #: a TrustContext; falls back to the agent's default
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         ra: RetrievalAgent = self.agent
         intent = ra.intent_for(self.agent_name, deal_id=self.deal_id, stage=self.stage, budget=self.budget, query_text=query)
-        package, summary = ra.retrieve_sync(intent)
+        package, summary = ra.retrieve_sync(intent, trust=self.trust)
         return [
             Document(
                 page_content=ref.content,

@@ -266,8 +266,45 @@ class RetrievalIntent(BaseModel):
         return list(dict.fromkeys(zones))
 
 
+class TrustContext(BaseModel):
+    """Who is asking and how far their access reaches (required for every retrieval).
+
+    A chunk is visible when its sensitivity is at or below ``max_sensitivity`` and,
+    if ``scopes`` is not empty, ``deal:<deal_id>`` is one of them. A chunk exactly one
+    level above is returned redacted (metadata only, no content). Unauthenticated
+    callers see public chunks only.
+
+    >>> TrustContext(max_sensitivity="confidential", authenticated=True, actor_id="agent:investigator_r1")
+    TrustContext(max_sensitivity=<Sensitivity.CONFIDENTIAL: 'confidential'>, authenticated=True, actor_id='agent:investigator_r1', scopes=[])
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_sensitivity: Sensitivity
+    authenticated: bool
+    actor_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    scopes: list[str] = Field(default_factory=list, description="e.g. ['deal:2026-ACME-0042']; empty means every deal.")
+
+    @property
+    def effective_level(self) -> int:
+        return self.max_sensitivity.level if self.authenticated else Sensitivity.PUBLIC.level
+
+    def in_scope(self, deal_id: str) -> bool:
+        return not self.scopes or f"deal:{deal_id}" in self.scopes
+
+    def allows(self, deal_id: str, sensitivity: str | Sensitivity) -> bool:
+        return self.in_scope(deal_id) and Sensitivity(sensitivity).level <= self.effective_level
+
+    def allows_redacted(self, deal_id: str, sensitivity: str | Sensitivity) -> bool:
+        return self.in_scope(deal_id) and Sensitivity(sensitivity).level == self.effective_level + 1
+
+
 class ChunkReference(BaseModel):
-    """One verbatim excerpt in a package, with its provenance (interfaces.md section 4)."""
+    """One verbatim excerpt in a package, with its provenance (interfaces.md section 4).
+
+    ``redacted`` references carry provenance only: ``content`` is empty and the
+    caller's trust did not reach the text.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -280,6 +317,14 @@ class ChunkReference(BaseModel):
     content_hash: Sha256Hex
     created_at: datetime | None = None
     zones: list[str] = Field(default_factory=list)
+    sensitivity: Sensitivity = Sensitivity.CONFIDENTIAL
+    redacted: bool = False
+
+    @model_validator(mode="after")
+    def _redacted_has_no_content(self) -> ChunkReference:
+        if self.redacted and self.content:
+            raise ValueError("a redacted reference must not carry content")
+        return self
 
 
 class ContextPackage(BaseModel):
@@ -410,6 +455,7 @@ __all__ = [
     "SectionType",
     "Sensitivity",
     "Stage",
+    "TrustContext",
     "compute_chunk_id",
     "sha256_hex",
 ]

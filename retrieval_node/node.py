@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableLambda
 from .agent import RetrievalAgent, intent_from_profile
 from .config import AgentProfile, NodeConfig
 from .errors import IntentError, UnknownAgentError
-from .models import ContextPackage, RetrievalIntent, RetrievalSummary
+from .models import ContextPackage, RetrievalIntent, RetrievalSummary, TrustContext
 
 ADAPTER_GROUP = "retrieval_node.adapters"
 
@@ -45,6 +45,7 @@ class DealState(TypedDict, total=False):
     current_step: str
     agent_queue: list[str]
     budgets: dict[str, int]
+    trust: dict[str, Any]
     findings: Annotated[dict[str, Any], merge_dicts]
     context_packages: Annotated[dict[str, dict[str, Any]], merge_dicts]
     retrieval_summaries: Annotated[dict[str, dict[str, Any]], merge_dicts]
@@ -137,6 +138,7 @@ class StateKeys:
     context_packages: str = "context_packages"
     retrieval_summaries: str = "retrieval_summaries"
     audit_ids: str = "audit_ids"
+    trust: str = "trust"
 
 
 class RetrievalNode:
@@ -146,10 +148,25 @@ class RetrievalNode:
     >>> graph.add_node("retrieve", node.as_runnable())                                # doctest: +SKIP
     """
 
-    def __init__(self, agent: RetrievalAgent, adapters: AdapterRegistry | None = None, *, keys: StateKeys | None = None) -> None:
+    def __init__(
+        self,
+        agent: RetrievalAgent,
+        adapters: AdapterRegistry | None = None,
+        *,
+        keys: StateKeys | None = None,
+        trust: TrustContext | None = None,
+    ) -> None:
+        """``trust`` applies when the state carries none under ``keys.trust`` (else the agent's own default)."""
         self.agent = agent
         self.adapters = adapters or AdapterRegistry.from_entry_points(agent.config)
         self.keys = keys or StateKeys()
+        self.trust = trust
+
+    def _trust(self, state: Mapping[str, Any]) -> TrustContext | None:
+        raw = state.get(self.keys.trust)
+        if raw is None:
+            return self.trust
+        return raw if isinstance(raw, TrustContext) else TrustContext.model_validate(raw)
 
     def build_intent(self, state: Mapping[str, Any]) -> tuple[str, RetrievalIntent]:
         k = self.keys
@@ -176,12 +193,12 @@ class RetrievalNode:
 
     def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:
         step, intent = self.build_intent(state)
-        package, summary = self.agent.retrieve_sync(intent)
+        package, summary = self.agent.retrieve_sync(intent, trust=self._trust(state))
         return self._update(step, package, summary)
 
     async def ainvoke(self, state: Mapping[str, Any]) -> dict[str, Any]:
         step, intent = self.build_intent(state)
-        package, summary = await self.agent.retrieve(intent)
+        package, summary = await self.agent.retrieve(intent, trust=self._trust(state))
         return self._update(step, package, summary)
 
     def as_runnable(self) -> RunnableLambda:

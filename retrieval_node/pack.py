@@ -74,9 +74,10 @@ def render_block(ref: ChunkReference, n: int) -> str:
     """One quoted excerpt. Full provenance (chunk id, hashes, dates) is in the package; the block carries
     its citation id, source and pages, and an end marker derived from the content hash."""
     fence = fence_for(ref.content, ref.content_hash)
+    body = ref.content if not ref.redacted else f"[REDACTED: {ref.sensitivity.value} document; content withheld from this caller]"
     return (
         f"<<<EVIDENCE E{n} {fence} | {ref.document_id} | {ref.section_type.value} | pages {ref.page_range}>>>\n"
-        f"{ref.content}\n"
+        f"{body}\n"
         f"<<<END E{n} {fence}>>>"
     )
 
@@ -100,6 +101,7 @@ def to_reference(chunk: ChunkView) -> ChunkReference:
         content_hash=chunk.content_hash,
         created_at=chunk.document_created_at,
         zones=list(chunk.zones),
+        sensitivity=chunk.sensitivity,
     )
 
 
@@ -238,15 +240,23 @@ class ContextPackager:
         deal_id: str,
         intent_id: str,
         agent_id: str,
+        redacted: Sequence[ChunkReference] = (),
     ) -> tuple[list[ChunkReference], str, int]:
-        """Reading order, exact count, trim until within budget; returns (refs, rendered text, tokens)."""
+        """Reading order, exact count, trim until within budget; returns (refs, rendered text, tokens).
+
+        ``redacted`` references (metadata only) are listed if they still fit; they go first when trimming.
+        """
+        extra = list(redacted)
         while True:
             chosen = sorted(sel.chosen.values(), key=lambda s: s.chunk.reading_key)
-            refs = [to_reference(s.chunk) for s in chosen]
+            refs = sorted([to_reference(s.chunk) for s in chosen] + extra, key=lambda r: (r.document_id, int(r.page_range.split("-")[0]), int(r.page_range.split("-")[1]), r.chunk_id))
             text = render_evidence(deal_id, intent_id, agent_id, refs)
             total = self.tokens.count(text)
-            if total <= budget or not chosen:
+            if total <= budget or not refs:
                 return refs, text, total
+            if extra:
+                extra.pop()
+                continue
             # the exact count disagrees with the per-block estimate: drop the least valuable chunk
             worst = min(chosen, key=lambda s: (s.material, s.origin.startswith("zone:"), s.terms.risk, s.terms.combined, s.chunk.chunk_id))
             self._remove(sel, worst.chunk.chunk_id, "over budget after exact count")

@@ -9,11 +9,13 @@ import pytest
 
 from retrieval_node.config import NodeConfig, load_config
 from retrieval_node.embedding import SentenceTransformerEmbedder
-from retrieval_node.models import DocumentChunk
+from retrieval_node.models import DocumentChunk, TrustContext
 from retrieval_node.store import Store
 from retrieval_node.tokens import TiktokenCounter
 
 REPO = Path(__file__).resolve().parent.parent
+#: The trust the test suite retrieves with: an authenticated reviewer who may read everything.
+FULL_TRUST = TrustContext(max_sensitivity="privileged", authenticated=True, actor_id="test:suite")
 SAMPLE_DATA = REPO / "retrieval_node" / "sample_data"
 
 

@@ -12,7 +12,7 @@ from retrieval_node.agent import RetrievalAgent
 from retrieval_node.errors import IntegrityError
 from retrieval_node.ingest import Ingestor
 from retrieval_node.models import DocumentChunk
-from tests.conftest import write_jsonl
+from tests.conftest import FULL_TRUST, write_jsonl
 
 
 @pytest.fixture()
@@ -28,7 +28,7 @@ def small(store, make_chunk, tmp_path):
 
 def test_replay_returns_the_package_byte_for_byte_after_reingest(small, make_chunk, tmp_path):
     store, chunks = small
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     original = pkg.model_dump_json()
     # the deal's documents change: a corrected page 2 arrives and a new caveat is registered
@@ -46,7 +46,7 @@ def test_replay_returns_the_package_byte_for_byte_after_reingest(small, make_chu
 
 def test_tampered_snapshot_fails_loudly(small):
     store, _ = small
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     path = agent.audit.snapshot_path(summary.audit_id)
     data = json.loads(path.read_text())
@@ -58,7 +58,7 @@ def test_tampered_snapshot_fails_loudly(small):
 
 def test_snapshot_records_plan_candidates_and_visible_text(small):
     store, chunks = small
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     snap = agent.audit.read_snapshot(summary.audit_id)
     assert snap["intent"]["intent_id"] == "title_risk_scan_v1"
@@ -72,7 +72,7 @@ def test_snapshot_records_plan_candidates_and_visible_text(small):
 
 def test_prompt_quotes_every_excerpt_with_citation(small):
     store, chunks = small
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, _ = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     text = pkg.to_prompt()
     assert "never an instruction" in text
@@ -85,7 +85,7 @@ def test_prompt_quotes_every_excerpt_with_citation(small):
 
 def test_cli_replay_json(small, tmp_path):
     store, _ = small
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     out = subprocess.run(
         [sys.executable, "-m", "retrieval_node.cli", "replay", summary.audit_id, "--store", str(store.home), "--json"],

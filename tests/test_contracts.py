@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import FULL_TRUST
+
 import pytest
 
 from retrieval_node.agent import RetrievalAgent
@@ -15,7 +17,7 @@ SAMPLE = "2026-ACME-0042"
 
 @pytest.fixture(scope="module")
 def agent(sample_store):
-    return RetrievalAgent(sample_store)
+    return RetrievalAgent(sample_store, trust=FULL_TRUST)
 
 
 def _with(intent: RetrievalIntent, **change) -> RetrievalIntent:
@@ -67,7 +69,7 @@ def test_plan_is_finite_and_typed(node_config):
 def test_contract_without_vectors_uses_structure_only(sample_store, node_config):
     contracts = ContractSet.model_validate({"contracts": {**{k: v.model_dump() for k, v in node_config.contracts.contracts.items()},
                                                           "investigator": node_config.contracts.contracts["investigator"].model_dump() | {"vector_search": False}}})
-    agent = RetrievalAgent(sample_store, config=node_config.model_copy(update={"contracts": contracts}))
+    agent = RetrievalAgent(sample_store, config=node_config.model_copy(update={"contracts": contracts}), trust=FULL_TRUST)
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=SAMPLE))
     snap = agent.audit.read_snapshot(summary.audit_id)
     assert "semantic_search" not in [q["type"] for q in snap["contract"]["queries"]]

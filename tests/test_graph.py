@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.conftest import FULL_TRUST
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -15,7 +17,7 @@ from retrieval_node.node import AdapterRegistry, RetrievalNode, package_of, summ
 
 @pytest.fixture(scope="module")
 def node(sample_store):
-    return RetrievalNode(RetrievalAgent(sample_store))
+    return RetrievalNode(RetrievalAgent(sample_store, trust=FULL_TRUST))
 
 
 def test_registry_finds_the_four_adapters(node):
@@ -90,7 +92,7 @@ def test_adapter_sharpens_query_from_state(node):
 
 
 def test_langchain_retriever_returns_documents_with_provenance(sample_store):
-    r = ConveyancingRetriever(agent=RetrievalAgent(sample_store), agent_name="condo", deal_id=SAMPLE_DEAL_ID)
+    r = ConveyancingRetriever(agent=RetrievalAgent(sample_store, trust=FULL_TRUST), agent_name="condo", deal_id=SAMPLE_DEAL_ID)
     docs = r.invoke("special levy for building envelope repairs")
     assert docs and all(d.metadata["deal_id"] == SAMPLE_DEAL_ID for d in docs)
     assert {"chunk_id", "page_range", "content_hash", "audit_id", "citation"} <= set(docs[0].metadata)

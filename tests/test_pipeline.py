@@ -12,7 +12,7 @@ from retrieval_node.ingest import Ingestor
 from retrieval_node.models import DocumentChunk, RetrievalIntent
 from retrieval_node.pack import render_evidence
 from retrieval_node.store import Store
-from tests.conftest import write_jsonl
+from tests.conftest import FULL_TRUST, write_jsonl
 
 DEAL = "2026-PIPE-0001"
 OTHER = "2026-PIPE-0002"
@@ -59,7 +59,7 @@ def pipe_store(tmp_path_factory, embedder, node_config, counter):
 
 @pytest.fixture(scope="module")
 def agent(pipe_store):
-    return RetrievalAgent(pipe_store[0])
+    return RetrievalAgent(pipe_store[0], trust=FULL_TRUST)
 
 
 def test_builders_lien_found_and_benign_lookalike_ranks_below(agent):
@@ -179,7 +179,7 @@ def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
     real = store.registry
     store.registry = FailingRegistry(real)
     try:
-        agent = RetrievalAgent(store)
+        agent = RetrievalAgent(store, trust=FULL_TRUST)
         pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     finally:
         store.registry = real
@@ -188,7 +188,7 @@ def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
     assert any(f.startswith("audit_journaled") for f in summary.fallbacks)
     assert agent.audit.pending() >= 1
     # the journaled entry reaches Mem0 on the next call with Mem0 back
-    agent2 = RetrievalAgent(store)
+    agent2 = RetrievalAgent(store, trust=FULL_TRUST)
     _, s2 = agent2.retrieve_sync(agent2.intent_for("tax", deal_id=DEAL))
     assert agent2.audit.pending() == 0
     assert store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
@@ -209,7 +209,7 @@ def test_qdrant_down_raises_and_fabricates_nothing(pipe_store):
     real = store.chunks
     store.chunks = FailingChunkIndex()
     try:
-        agent = RetrievalAgent(store)
+        agent = RetrievalAgent(store, trust=FULL_TRUST)
         agent.retriever.invalidate()
         with pytest.raises(BackendError, match="Qdrant"):
             agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from retrieval_node.agent import RetrievalAgent
-from tests.conftest import SAMPLE_DATA
+from tests.conftest import FULL_TRUST, SAMPLE_DATA
 
 AGENTS = ["investigator", "tax", "condo", "scribe"]
 
@@ -24,7 +24,7 @@ def _gold(deal: str) -> dict:
 
 @pytest.fixture(scope="module")
 def agent(sample_store):
-    return RetrievalAgent(sample_store)
+    return RetrievalAgent(sample_store, trust=FULL_TRUST)
 
 
 @pytest.mark.parametrize("name", ["investigator", "tax", "condo"])

@@ -24,7 +24,7 @@ from retrieval_node.errors import BackendError, ContractViolation, EmbeddingMode
 from retrieval_node.ingest import Ingestor, parse_chunk_line
 from retrieval_node.models import DocumentChunk, RetrievalIntent
 from retrieval_node.store import Store
-from tests.conftest import write_jsonl
+from tests.conftest import FULL_TRUST, write_jsonl
 
 BUILDER = "Prairie Peak Homes Ltd."
 
@@ -155,7 +155,7 @@ def test_bad_intents_name_the_field(change, field):
 
 def test_unknown_agent_profile_and_deal(store, counter, tmp_path):
     Ingestor(store).ingest([write_jsonl(tmp_path / "d.jsonl", deal_pages("2026-KNOWN-0001", counter))])
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     with pytest.raises(UnknownAgentError, match="'appraiser'"):
         agent.intent_for("appraiser", deal_id="2026-KNOWN-0001")
     with pytest.raises(IntentError, match="2026-NOPE-0000"):
@@ -209,7 +209,7 @@ def ten_deals(tmp_path_factory, embedder, node_config, counter):
 @pytest.mark.slow
 def test_one_thousand_random_intents_never_cross_deals(ten_deals):
     store, deals, owner = ten_deals
-    agent = RetrievalAgent(store)
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
     rng = random.Random(20261122)
     sections = ["TITLE_SUMMARY", "INSTRUMENTS_REGISTER", "CAVEATS_SECTION", "CONDO_MINUTES", "RESERVE_FUND_REPORT",
                 "FINANCIAL_STATEMENTS", "SPECIAL_RESOLUTIONS", "TAX_ARREARS", "GENERAL", "LEGAL_DESCRIPTION"]
@@ -251,7 +251,7 @@ def test_one_thousand_random_intents_never_cross_deals(ten_deals):
 def test_fifty_concurrent_retrievals_with_an_ingest_running(ten_deals, counter, tmp_path):
     store, deals, owner = ten_deals
     cfg = store.config.model_copy(update={"retrieval": store.config.retrieval.model_copy(update={"max_concurrent_retrievals": 4})})
-    agent = RetrievalAgent(store, config=cfg)
+    agent = RetrievalAgent(store, config=cfg, trust=FULL_TRUST)
     extra = [c for i in range(3) for c in deal_pages(f"2026-LATE-{i:04d}", counter)]
     path = write_jsonl(tmp_path / "late.jsonl", extra)
     errors: list[BaseException] = []

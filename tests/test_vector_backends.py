@@ -11,7 +11,7 @@ from retrieval_node.backends.vectors import EdgeChunkIndex, QdrantChunkIndex, Se
 from retrieval_node.config import load_config
 from retrieval_node.ingest import Ingestor
 from retrieval_node.store import Store
-from tests.conftest import write_jsonl
+from tests.conftest import FULL_TRUST, write_jsonl
 
 
 def _points():
@@ -81,7 +81,7 @@ def test_pipeline_on_the_qdrant_client_backend(tmp_path, embedder, make_chunk):
         chunks = [make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN for $48,260.00 unpaid", page=2),
                   make_chunk("Certificate of title, registered owner Dana Whitford", section="TITLE_SUMMARY", page=1)]
         assert Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", chunks)]).ingested == 2
-        agent = RetrievalAgent(store)
+        agent = RetrievalAgent(store, trust=FULL_TRUST)
         pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
         assert summary.risk_distribution.get("builders_lien") == 1
         assert {r.chunk_id for r in pkg.ordered_chunks} == {c.chunk_id for c in chunks}
