@@ -192,7 +192,7 @@ def _is_heading(text: str, start: int, end: int, headings: set[str] = frozenset(
     line_end = text.find("\n", end)
     if text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in headings:
         return True
-    if text[line_start:start].strip(" -#*0-9.)"):
+    if re.sub(r"[\s\-#*0-9.)(]", "", text[line_start:start]):  # only list numbering may precede a heading
         return False
     rest = text[end:end + 1]
     return rest in ("", ":", ".", "\n")
@@ -212,10 +212,8 @@ def _negated(text: str, start: int, window: int) -> str | None:
     breaks = list(_CLAUSE_BREAK.finditer(before))
     if breaks:
         before = before[breaks[-1].end():]
-    neg = None
-    for neg in _NEGATION.finditer(before):
-        pass
-    return neg.group(0) if neg else None
+    negations = list(_NEGATION.finditer(before))
+    return negations[-1].group(0) if negations else None
 
 
 _STATUS_NEGATED = re.compile(r"^[^.;\n]{0,12}:[^.;:]{0,30}?\b(not|nil|none|no)\b(?!\.)")

@@ -34,38 +34,8 @@ from .models import sha256_hex
 from .store import Store
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkView:
-    """A registered chunk with its verbatim content, as later stages see it."""
-
-    chunk_id: str
-    deal_id: str
-    document_id: str
-    document_role: str
-    section_type: str
-    page_start: int
-    page_end: int
-    content: str
-    content_hash: str
-    token_count: int
-    ocr_confidence: float
-    zones: tuple[str, ...]
-    entity_ids: tuple[str, ...]
-    sensitivity: str
-    document_created_at: str | None
-    ingested_at: str
-
-    @property
-    def page_range(self) -> str:
-        return f"{self.page_start}-{self.page_end}"
-
-    @property
-    def ingested_ts(self) -> float:
-        return datetime.fromisoformat(self.ingested_at).timestamp()
-
-    @property
-    def reading_key(self) -> tuple[str, int, int, str]:
-        return (self.document_id, self.page_start, self.page_end, self.chunk_id)
+#: A registered chunk with its verbatim content, as later stages see it (from Mem0, or from vector payloads).
+ChunkView = RegistryRecord
 
 
 @dataclass(slots=True)
@@ -123,18 +93,9 @@ class RetrievalResult:
     structural_count: int
 
 
-def _view_from_record(rec: RegistryRecord) -> ChunkView:
-    return ChunkView(
-        chunk_id=rec.chunk_id, deal_id=rec.deal_id, document_id=rec.document_id, document_role=rec.document_role,
-        section_type=rec.section_type, page_start=rec.page_start, page_end=rec.page_end, content=rec.content,
-        content_hash=rec.content_hash, token_count=rec.token_count, ocr_confidence=rec.ocr_confidence,
-        zones=rec.zones, entity_ids=rec.entity_ids, sensitivity=rec.sensitivity,
-        document_created_at=rec.document_created_at, ingested_at=rec.ingested_at,
-    )
-
-
 def _view_from_payload(p: dict[str, Any]) -> ChunkView:
     return ChunkView(
+        memory_id="",
         chunk_id=p["chunk_id"], deal_id=p["deal_id"], document_id=p["document_id"], document_role=p["document_role"],
         section_type=p["section_type"], page_start=int(p["page_start"]), page_end=int(p["page_end"]), content=p["content"],
         content_hash=p["content_hash"], token_count=int(p["token_count"]), ocr_confidence=float(p["ocr_confidence"]),
@@ -181,7 +142,7 @@ class SegmentAwareRetriever:
                     if sha256_hex(rec.content) != rec.content_hash:
                         rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
                         continue
-                    chunks[rec.chunk_id] = _view_from_record(rec)
+                    chunks[rec.chunk_id] = rec
                 view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen)
                 self._deals[deal_id] = view
                 return view, 1

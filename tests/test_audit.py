@@ -11,7 +11,6 @@ import pytest
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.errors import IntegrityError
 from retrieval_node.ingest import Ingestor
-from retrieval_node.models import DocumentChunk
 from tests.conftest import FULL_TRUST, write_jsonl
 
 

@@ -24,6 +24,7 @@ def _view(i: int, n_words: int, section: str) -> ChunkView:
     content = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(n_words)) + f" #{i}"
     h = sha256_hex(content)
     return ChunkView(
+        memory_id=f"m{i}",
         chunk_id=sha256_hex(f"c{i}:{h}"), deal_id="D", document_id=f"D/doc{i % 3}.pdf", document_role="TITLE_SEARCH",
         section_type=section, page_start=i + 1, page_end=i + 1, content=content, content_hash=h,
         token_count=COUNTER.count(content), ocr_confidence=0.9, zones=ZONES[section], entity_ids=(),

@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -21,7 +20,7 @@ from retrieval_node.backends.vectors import point_id
 from retrieval_node.config import load_config
 from retrieval_node.embedding import resolve_model_path
 from retrieval_node.errors import BackendError, ContractViolation, EmbeddingModelMissing, IntentError, UnknownAgentError
-from retrieval_node.ingest import Ingestor, parse_chunk_line
+from retrieval_node.ingest import Ingestor
 from retrieval_node.models import DocumentChunk, RetrievalIntent
 from retrieval_node.store import Store
 from tests.conftest import FULL_TRUST, write_jsonl
@@ -112,7 +111,7 @@ def test_every_malformed_line_is_rejected_with_field_and_value(store, counter, t
     assert report.ingested == 3
     got = {r.line: r for r in report.rejected}
     assert len(got) == len(cases)
-    for i, (name, raw, field) in enumerate(cases, start=4):
+    for i, (name, _raw, field) in enumerate(cases, start=4):
         r = got[i]
         assert r.field == field, (name, r)
         assert r.file == str(path) and r.error, name

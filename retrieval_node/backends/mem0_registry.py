@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from datetime import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +87,7 @@ class SharedEmbeddings(Embeddings):
 
 @dataclass(frozen=True, slots=True)
 class RegistryRecord:
-    """A chunk as the Mem0 registry knows it (structural metadata, no vector)."""
+    """A registered chunk: its structural metadata and verbatim content, as every later stage sees it."""
 
     memory_id: str
     chunk_id: str
@@ -109,6 +110,14 @@ class RegistryRecord:
     @property
     def page_range(self) -> str:
         return f"{self.page_start}-{self.page_end}"
+
+    @property
+    def ingested_ts(self) -> float:
+        return datetime.fromisoformat(self.ingested_at).timestamp()
+
+    @property
+    def reading_key(self) -> tuple[str, int, int, str]:
+        return (self.document_id, self.page_start, self.page_end, self.chunk_id)
 
 
 @dataclass(frozen=True, slots=True)

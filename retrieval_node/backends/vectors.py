@@ -109,6 +109,16 @@ def _transient(exc: Exception) -> bool:
     )
 
 
+def scope_filter(lib: Any, scope: SearchScope) -> Any:
+    """The payload filter of a scope, built with ``lib`` (``qdrant_edge`` or ``qdrant_client.models``:
+    both spell Filter / FieldCondition / MatchValue / MatchAny the same way)."""
+    must: list[Any] = [lib.FieldCondition(key="deal_id", match=lib.MatchValue(value=scope.deal_id))]
+    for key, values in (("section_type", scope.section_types), ("document_role", scope.document_roles), ("chunk_id", scope.chunk_ids)):
+        if values is not None:
+            must.append(lib.FieldCondition(key=key, match=lib.MatchAny(any=list(values))))
+    return lib.Filter(must=must)
+
+
 def _check_scope(scope: SearchScope) -> None:
     if not scope.deal_id:
         raise ValueError("a vector search must be scoped to one deal_id")
@@ -187,14 +197,7 @@ class EdgeChunkIndex:
     def _filter(self, scope: SearchScope) -> Any:
         import qdrant_edge as qe
 
-        must: list[Any] = [qe.FieldCondition(key="deal_id", match=qe.MatchValue(value=scope.deal_id))]
-        if scope.section_types is not None:
-            must.append(qe.FieldCondition(key="section_type", match=qe.MatchAny(any=list(scope.section_types))))
-        if scope.document_roles is not None:
-            must.append(qe.FieldCondition(key="document_role", match=qe.MatchAny(any=list(scope.document_roles))))
-        if scope.chunk_ids is not None:
-            must.append(qe.FieldCondition(key="chunk_id", match=qe.MatchAny(any=list(scope.chunk_ids))))
-        return qe.Filter(must=must)
+        return scope_filter(qe, scope)
 
     def _request(self, vector: np.ndarray, flt: Any, limit: int) -> Any:
         import qdrant_edge as qe
@@ -324,14 +327,7 @@ class QdrantChunkIndex:
     def _filter(self, scope: SearchScope) -> Any:
         from qdrant_client import models as qm
 
-        must: list[Any] = [qm.FieldCondition(key="deal_id", match=qm.MatchValue(value=scope.deal_id))]
-        if scope.section_types is not None:
-            must.append(qm.FieldCondition(key="section_type", match=qm.MatchAny(any=list(scope.section_types))))
-        if scope.document_roles is not None:
-            must.append(qm.FieldCondition(key="document_role", match=qm.MatchAny(any=list(scope.document_roles))))
-        if scope.chunk_ids is not None:
-            must.append(qm.FieldCondition(key="chunk_id", match=qm.MatchAny(any=list(scope.chunk_ids))))
-        return qm.Filter(must=must)
+        return scope_filter(qm, scope)
 
     def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]:
         return self.search_batch(vector.reshape(1, -1), scope, limit)[0]
