@@ -121,7 +121,7 @@ class RetrievalAgent:
         self.ranker = RiskAwareRanker(self.config.risk_signals, lexical_weight=LEXICAL_WEIGHT)
         self.packager = ContextPackager(store.tokens)
         self.coverage = CoverageSelfCheck(self.packager)
-        self.audit = AuditLog(store.home / "audit", store.registry)
+        self.audit = AuditLog(store.home / "audit", store.registry, background=self.config.retrieval.audit_write == "background")
         self._queries = _LRU(512)
         self._semaphore = threading.BoundedSemaphore(self.config.retrieval.max_concurrent_retrievals)
         self._async_semaphore: asyncio.Semaphore | None = None
@@ -450,6 +450,14 @@ class RetrievalAgent:
             embedding_api_calls=emb_calls, mem0_api_calls=mem0_calls, estimated_cost_usd=0.0,
         )
         return package, summary, metrics
+
+    def flush_audit(self, timeout: float = 30.0) -> bool:
+        """Wait until every audit entry has reached Mem0 (True), or the timeout passes."""
+        return self.audit.wait(timeout)
+
+    def close(self) -> None:
+        """Write what the audit writer still holds; journaled entries survive for the next start."""
+        self.audit.close()
 
     # -- replay --------------------------------------------------------------------------
     def replay(self, audit_id: str) -> tuple[ContextPackage, RetrievalSummary]:

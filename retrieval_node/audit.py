@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,14 @@ def new_audit_id() -> str:
     return f"aud_{uuid.uuid4().hex}"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}_{threading.get_ident()}")
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
@@ -45,11 +47,24 @@ class AuditLog:
     >>> log.record(entry, snapshot, audit_id="aud_...")          # doctest: +SKIP
     """
 
-    def __init__(self, directory: Path, registry: Mem0Registry | None) -> None:
-        """``registry`` may be None to only read snapshots (replay needs no backend)."""
+    def __init__(self, directory: Path, registry: Mem0Registry | None, *, background: bool = False) -> None:
+        """``registry`` may be None to only read snapshots (replay needs no backend).
+
+        With ``background=True`` the Mem0 entry is appended to the journal and written by a
+        writer thread, off the retrieval's path; the journal (in the OS page cache before the
+        call returns) survives a crash of the process and is written on the next start.
+        """
         self.directory = directory
         self.registry = registry
+        self.background = background
         self._journal_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._writer: threading.Thread | None = None
+        self._closed = False
+        self.last_error: str | None = None
 
     @property
     def journal_path(self) -> Path:
@@ -82,8 +97,12 @@ class AuditLog:
         """Write the Mem0 audit entry; on failure journal it. Returns a fallback note, or None."""
         if self.registry is None:
             raise ValueError("this AuditLog was opened read-only (no registry)")
-        self.flush_journal()
         text, metadata = self._memory(entry, audit_id, snapshot_sha256)
+        if self.background:
+            self._journal({"deal_id": entry.deal_id, "text": text, "metadata": metadata}, durable=False)
+            self._kick()
+            return None
+        self.flush_journal()
         try:
             self.registry.add_audit(entry.deal_id, text, metadata, vector=vector)
             return None
@@ -92,41 +111,91 @@ class AuditLog:
             return f"audit_journaled: Mem0 did not take audit entry {audit_id} ({exc}); kept in {self.journal_path} for a later write"
 
     def flush_journal(self) -> int:
-        """Write journaled entries to Mem0; entries that fail again stay journaled. Returns how many were written."""
-        with self._journal_lock:
-            if not self.journal_path.exists() or self.registry is None:
+        """Write journaled entries to Mem0 in order; an entry that fails stays journaled with all after it.
+
+        Entries appended while this runs are kept for the next flush. Returns how many were written.
+        """
+        with self._flush_lock:
+            if self.registry is None:
                 return 0
-            lines = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-            kept: list[str] = []
+            with self._journal_lock:
+                if not self.journal_path.exists():
+                    return 0
+                lines = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
             written = 0
             for ln in lines:
                 item = json.loads(ln)
-                if kept:
-                    kept.append(ln)
-                    continue
                 try:
                     self.registry.add_audit(item["deal_id"], item["text"], item["metadata"])
-                    written += 1
-                except BackendError:
-                    kept.append(ln)
-            if kept:
-                _atomic_write(self.journal_path, ("\n".join(kept) + "\n").encode())
-            else:
-                self.journal_path.unlink()
+                except BackendError as exc:
+                    self.last_error = str(exc)
+                    break
+                written += 1
+            if written == len(lines):
+                self.last_error = None
+            if written:
+                with self._journal_lock:
+                    now = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+                    rest = now[written:]  # appends only ever go to the end
+                    if rest:
+                        _atomic_write(self.journal_path, ("\n".join(rest) + "\n").encode())
+                    else:
+                        self.journal_path.unlink()
             return written
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Block until the background writer has nothing left to write (True) or the timeout passes."""
+        if not self.background:
+            return self.pending() == 0
+        self._kick()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self._idle.wait(0.05) and self.pending() == 0:
+                return True
+            if self.last_error and self.pending():
+                return False
+        return self.pending() == 0
+
+    def close(self) -> None:
+        """Stop the writer after one last flush (what fails stays journaled for the next start)."""
+        self._closed = True
+        self._wake.set()
+        if self._writer is not None:
+            self._writer.join(timeout=30)
+
+    def _kick(self) -> None:
+        self._idle.clear()
+        if self._writer is None or not self._writer.is_alive():
+            self._writer = threading.Thread(target=self._run_writer, name="retrieval-node-audit-writer", daemon=True)
+            self._writer.start()
+        self._wake.set()
+
+    def _run_writer(self) -> None:
+        while True:
+            self._wake.wait(1.0)
+            self._wake.clear()
+            try:
+                self.flush_journal()
+            except Exception as exc:  # never let the writer die silently: the entry stays journaled
+                self.last_error = repr(exc)
+            if self.pending() == 0 or self.last_error:
+                self._idle.set()
+            if self._closed:
+                return
 
     def pending(self) -> int:
         if not self.journal_path.exists():
             return 0
         return sum(1 for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip())
 
-    def _journal(self, item: dict[str, Any]) -> None:
+    def _journal(self, item: dict[str, Any], *, durable: bool = True) -> None:
         with self._journal_lock:
             self.journal_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.journal_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(item, sort_keys=True, default=str) + "\n")
                 fh.flush()
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
 
     @staticmethod
     def _memory(entry: RetrievalAuditEntry, audit_id: str, snapshot_sha256: str) -> tuple[str, dict[str, Any]]:

@@ -152,7 +152,10 @@ def retrieve(
         with _open_store(store) as st:
             ra = RetrievalAgent(st, trust=trust)
             intent = ra.intent_for(agent, deal_id=deal, stage=stage.upper(), budget=budget)
-            package, summary = ra.retrieve_sync(intent)
+            try:
+                package, summary = ra.retrieve_sync(intent)
+            finally:
+                ra.close()
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
@@ -248,11 +251,15 @@ def demo(
                 patterns, _ = read_patterns(patterns_file)
                 added, _unchanged = add_patterns(st, patterns)
                 ingest_note = {"ingested": report.ingested, "unchanged": report.unchanged, "rejected": len(report.rejected), "patterns_added": added}
-            node = RetrievalNode(RetrievalAgent(st, trust=_cli_trust(None, "confidential")))
+            retrieval_agent = RetrievalAgent(st, trust=_cli_trust(None, "confidential"))
+            node = RetrievalNode(retrieval_agent)
             thread = {"configurable": {"thread_id": f"demo-{deal_id}-{uuid.uuid4().hex[:8]}"}}
             with SqliteSaver.from_conn_string(str(st.home / "checkpoints.sqlite")) as saver:
                 app_graph = build_workflow(node, checkpointer=saver)
-                final = app_graph.invoke(initial_state(deal_id), thread)
+                try:
+                    final = app_graph.invoke(initial_state(deal_id), thread)
+                finally:
+                    retrieval_agent.close()
             steps = sorted(final["context_packages"])
             results = []
             for step in steps:

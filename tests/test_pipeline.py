@@ -141,6 +141,7 @@ def test_small_budget_keeps_the_lien_and_reports_shortfall(agent):
 def test_audit_entry_written_to_mem0(agent, pipe_store):
     store, _ = pipe_store
     _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    assert agent.flush_audit()  # the Mem0 entry is written off the retrieval path (audit_write: background)
     entries = store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
     assert len(entries) == 1
     e = entries[0]
@@ -178,8 +179,9 @@ def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
     store, _ = pipe_store
     real = store.registry
     store.registry = FailingRegistry(real)
+    sync = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"audit_write": "sync"})})
     try:
-        agent = RetrievalAgent(store, trust=FULL_TRUST)
+        agent = RetrievalAgent(store, config=sync, trust=FULL_TRUST)
         pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     finally:
         store.registry = real
@@ -188,7 +190,7 @@ def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
     assert any(f.startswith("audit_journaled") for f in summary.fallbacks)
     assert agent.audit.pending() >= 1
     # the journaled entry reaches Mem0 on the next call with Mem0 back
-    agent2 = RetrievalAgent(store, trust=FULL_TRUST)
+    agent2 = RetrievalAgent(store, config=sync, trust=FULL_TRUST)
     _, s2 = agent2.retrieve_sync(agent2.intent_for("tax", deal_id=DEAL))
     assert agent2.audit.pending() == 0
     assert store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
@@ -215,3 +217,21 @@ def test_qdrant_down_raises_and_fabricates_nothing(pipe_store):
             agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     finally:
         store.chunks = real
+
+
+def test_background_audit_writer_journals_and_recovers(pipe_store):
+    store, _ = pipe_store
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    assert agent.audit.background
+    real = store.registry
+    store.registry = agent.audit.registry = FailingRegistry(real)  # Mem0 goes down after the agent started
+    try:
+        _, summary = agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))
+        assert not agent.flush_audit(timeout=5)
+        assert agent.audit.pending() >= 1 and "injected fault" in (agent.audit.last_error or "")
+    finally:
+        store.registry = agent.audit.registry = real
+    agent.audit.last_error = None
+    assert agent.flush_audit(timeout=30)
+    assert store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
+    agent.close()
