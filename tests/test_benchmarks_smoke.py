@@ -1,0 +1,39 @@
+"""The benchmark scripts still run: a tiny --smoke run of each (figures come from full runs, not from here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+QUERIES = REPO.parent / "shared" / "bench" / "legalbench-rag" / "queries" / "contractnli_dev.json"
+
+
+def _run(args: list[str], out: Path) -> dict:
+    proc = subprocess.run([sys.executable, *args, "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_ingest_throughput_smoke(tmp_path):
+    data = _run(["benchmarks/ingest_throughput.py", "--smoke"], tmp_path / "ingest.json")
+    assert data["results"]["reingest"]["all_unchanged"] is True
+    assert all(run["rejected"] == 0 for run in data["results"]["ingest_runs"])
+
+
+@pytest.mark.slow
+def test_retrieval_latency_smoke(tmp_path):
+    data = _run(["benchmarks/retrieval_latency.py", "--smoke"], tmp_path / "latency.json")
+    assert data["results"] and all(r["node"]["warm"]["p50_ms"] > 0 for r in data["results"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not QUERIES.exists(), reason="shared/bench/legalbench-rag is not beside the repository")
+def test_legalbench_smoke(tmp_path):
+    data = _run(["benchmarks/legalbench/run.py", "--queries", str(QUERIES), "--smoke"], tmp_path / "lb.json")
+    assert data["results"]
