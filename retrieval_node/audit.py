@@ -10,6 +10,7 @@ and written on a later call; it is never lost, and the summary says so.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -64,6 +65,7 @@ class AuditLog:
         self._idle.set()
         self._writer: threading.Thread | None = None
         self._closed = False
+        self._atexit = False
         self.last_error: str | None = None
 
     @property
@@ -99,7 +101,11 @@ class AuditLog:
             raise ValueError("this AuditLog was opened read-only (no registry)")
         text, metadata = self._memory(entry, audit_id, snapshot_sha256)
         if self.background:
-            self._journal({"deal_id": entry.deal_id, "text": text, "metadata": metadata}, durable=False)
+            # the query vector travels with the entry, so the writer never runs the model
+            item = {"deal_id": entry.deal_id, "text": text, "metadata": metadata}
+            if vector is not None:
+                item["vector"] = [round(float(x), 7) for x in vector]
+            self._journal(item, durable=False)
             self._kick()
             return None
         self.flush_journal()
@@ -125,8 +131,10 @@ class AuditLog:
             written = 0
             for ln in lines:
                 item = json.loads(ln)
+                vec = item.get("vector")
                 try:
-                    self.registry.add_audit(item["deal_id"], item["text"], item["metadata"])
+                    self.registry.add_audit(item["deal_id"], item["text"], item["metadata"],
+                                            vector=np.asarray(vec, dtype=np.float32) if vec is not None else None)
                 except BackendError as exc:
                     self.last_error = str(exc)
                     break
@@ -166,8 +174,12 @@ class AuditLog:
     def _kick(self) -> None:
         self._idle.clear()
         if self._writer is None or not self._writer.is_alive():
+            self._closed = False
             self._writer = threading.Thread(target=self._run_writer, name="retrieval-node-audit-writer", daemon=True)
             self._writer.start()
+            if not self._atexit:
+                atexit.register(self.close)  # the interpreter waits for pending entries instead of dropping them
+                self._atexit = True
         self._wake.set()
 
     def _run_writer(self) -> None:
