@@ -122,6 +122,8 @@ class RetrievalAgent:
         self.packager = ContextPackager(store.tokens)
         self.coverage = CoverageSelfCheck(self.packager)
         self.audit = AuditLog(store.home / "audit", store.registry, background=self.config.retrieval.audit_write == "background")
+        if self.audit.background:
+            store.add_close_hook(self.audit.close)  # the writer finishes before Mem0's client closes
         self._queries = _LRU(512)
         self._semaphore = threading.BoundedSemaphore(self.config.retrieval.max_concurrent_retrievals)
         self._async_semaphore: asyncio.Semaphore | None = None

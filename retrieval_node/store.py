@@ -99,6 +99,7 @@ class Store:
         self.registry = registry
         self._closers = closers or []
         self._generations: dict[str, int] = {}
+        self._close_hooks: list[Any] = []
         self._gen_lock = threading.Lock()
 
     @classmethod
@@ -160,7 +161,17 @@ class Store:
                 self._generations[d] = self._generations.get(d, 0) + 1
 
     # -- lifecycle -----------------------------------------------------------------------
+    def add_close_hook(self, hook: Any) -> None:
+        """Run ``hook()`` before the backends close (a background writer must finish first)."""
+        self._close_hooks.append(hook)
+
     def close(self) -> None:
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # closing must go on; what a hook could not write stays journaled
+                pass
         closers, self._closers = self._closers, []
         for c in closers:
             _close_quietly(c)

@@ -141,7 +141,7 @@ def test_small_budget_keeps_the_lien_and_reports_shortfall(agent):
 def test_audit_entry_written_to_mem0(agent, pipe_store):
     store, _ = pipe_store
     _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
-    assert agent.flush_audit()  # the Mem0 entry is written off the retrieval path (audit_write: background)
+    assert agent.flush_audit()  # a no-op in sync mode; needed when audit_write is background
     entries = store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
     assert len(entries) == 1
     e = entries[0]
@@ -219,9 +219,10 @@ def test_qdrant_down_raises_and_fabricates_nothing(pipe_store):
         store.chunks = real
 
 
-def test_background_audit_writer_journals_and_recovers(pipe_store):
+def test_background_audit_writer_journals_and_recovers(pipe_store, node_config):
     store, _ = pipe_store
-    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    bg = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"audit_write": "background"})})
+    agent = RetrievalAgent(store, config=bg, trust=FULL_TRUST)
     assert agent.audit.background
     real = store.registry
     store.registry = agent.audit.registry = FailingRegistry(real)  # Mem0 goes down after the agent started
