@@ -20,6 +20,7 @@ so chunks start on text. White-space-only pieces are glued to their neighbour.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 _LEVELS: tuple[re.Pattern[str], ...] = (
@@ -81,10 +82,9 @@ def chunk_spans(text: str, max_chars: int = 500) -> list[tuple[int, int]]:
     # no blank chunk: glue white space to the chunk before (or after, at the start)
     out: list[tuple[int, int]] = []
     for s, e in spans:
-        if not text[s:e].strip():
-            if out:
-                out[-1] = (out[-1][0], e)
-                continue
+        if not text[s:e].strip() and out:
+            out[-1] = (out[-1][0], e)
+            continue
         if out and not text[out[-1][0]:out[-1][1]].strip():
             s = out.pop()[0]
         out.append((s, e))
@@ -110,7 +110,7 @@ def self_check() -> None:
                 assert spans == [], (text, spans)
                 continue
             assert spans[0][0] == 0 and spans[-1][1] == len(text), spans[:2]
-            for (s1, e1), (s2, _e2) in zip(spans, spans[1:], strict=False):
+            for (_s1, e1), (s2, _e2) in itertools.pairwise(spans):
                 assert e1 == s2, "chunks must tile the text"
             for s, e in spans:
                 assert e > s and text[s:e].strip(), (s, e)

@@ -178,4 +178,4 @@ def order(scores: np.ndarray) -> list[int]:
     return [int(i) for i in np.lexsort((np.arange(len(scores)), -np.asarray(scores)))]
 
 
-__all__ = ["LexicalIndex", "clean_question", "defines_term", "quoted_terms", "fuse", "light_stem", "neighbour_smooth", "order", "section_headings", "toc_like", "tokenize"]
+__all__ = ["LexicalIndex", "clean_question", "defines_term", "fuse", "light_stem", "neighbour_smooth", "order", "quoted_terms", "section_headings", "toc_like", "tokenize"]

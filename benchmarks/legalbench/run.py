@@ -38,7 +38,7 @@ What runs (issue 7, "LegalBench-RAG"):
    Chunk-level hit rate / MRR / nDCG and the routing accuracy come from ``ranx``.
 
     python benchmarks/legalbench/run.py --queries ../shared/bench/legalbench-rag/queries/contractnli_dev.json
-    python benchmarks/legalbench/run.py --queries .../maud_dev.json --subset-limit 300
+    python benchmarks/legalbench/run.py --queries .../maud_dev.json --subset-limit 350 --seed 7
     python benchmarks/legalbench/run.py --queries .../contractnli_dev.json --smoke    # < 90 s
 
 Writes ``benchmarks/results/legalbench_<subset>.json`` (``_smoke`` for ``--smoke``;
@@ -63,10 +63,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-from _chunking import chunk_spans  # noqa: E402
-from _chunking import self_check as chunking_self_check  # noqa: E402
-from _common import (  # noqa: E402
+import numpy as np
+from _chunking import chunk_spans
+from _chunking import self_check as chunking_self_check
+from _common import (
     RESULTS_DIR,
     machine_info,
     now_iso,
@@ -75,11 +75,29 @@ from _common import (  # noqa: E402
     table,
     write_result,
 )
-from _data import DEFAULT_DATA, Query, corpus_files, load_queries, read_document, sample_by_document, subset_name  # noqa: E402
-from _metrics import BUDGETS, KS, at_k, recall_at_budgets  # noqa: E402
-from _metrics import self_check as metrics_self_check  # noqa: E402
-from _ranking import LexicalIndex, clean_question, defines_term, fuse, neighbour_smooth, order, quoted_terms, section_headings, toc_like  # noqa: E402
-from _routing import DocumentRouter  # noqa: E402
+from _data import (
+    DEFAULT_DATA,
+    Query,
+    corpus_files,
+    load_queries,
+    read_document,
+    sample_by_document,
+    subset_name,
+)
+from _metrics import BUDGETS, KS, at_k, recall_at_budgets
+from _metrics import self_check as metrics_self_check
+from _ranking import (
+    LexicalIndex,
+    clean_question,
+    defines_term,
+    fuse,
+    neighbour_smooth,
+    order,
+    quoted_terms,
+    section_headings,
+    toc_like,
+)
+from _routing import DocumentRouter
 
 NAME = "legalbench"
 #: Corpus-wide mode indexes the whole subset folder when it is at most this large;
@@ -259,7 +277,7 @@ def _expand(docs: list[DocIndex], pairs: list[tuple[int, int]], scores: list[flo
         d = docs[di]
         for k, (a, b) in enumerate(d.ranges[ci]):
             spans.append((d.file, a, b))
-            toks.append(d.tokens[ci] if k == 0 else d.tokens[ci])
+            toks.append(d.tokens[ci] if k == 0 else 0)  # the text is read once, whichever places it stands for
             ids.append(d.chunk_ids[ci])
             sc.append(s)
     return Ranked(spans, toks, ids, sc)
@@ -285,6 +303,7 @@ class Retriever:
         self._pos = {cid: (f, i) for f, d in docs.items() for i, cid in enumerate(d.chunk_ids)}
         self._flat: list[tuple[str, int]] = [(f, i) for f, d in docs.items() for i in range(len(d.chunk_ids))]
         self._corpus_lex: LexicalIndex | None = None
+        self._flat_pos: dict[str, int] | None = None
         self.searches = 0
         self.search_ms: list[float] = []
 
@@ -332,7 +351,9 @@ class Retriever:
         if self._corpus_lex is None:
             self._corpus_lex = LexicalIndex([self.docs[f].contents[i] for f, i in self._flat])
         hits = self._search(vec, self._scope(deal_id=self.deal_id), UNROUTED_DENSE_LIMIT)
-        flat_pos = {cid: k for k, cid in enumerate(self.docs[f].chunk_ids[i] for f, i in self._flat)}
+        if self._flat_pos is None:
+            self._flat_pos = {self.docs[f].chunk_ids[i]: k for k, (f, i) in enumerate(self._flat)}
+        flat_pos = self._flat_pos
         dense = np.full(len(self._flat), min((h.score for h in hits), default=0.0) - 1e-3)
         for h in hits:
             k = flat_pos.get(h.chunk_id)
@@ -360,7 +381,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     if not n:
         return {"queries": 0}
-    mean = lambda xs: round(100 * sum(xs) / len(xs), 2)  # noqa: E731
+    mean = lambda xs: round(100 * sum(xs) / len(xs), 2)
     return {
         "queries": n,
         "precision_at_k_pct": {str(k): mean([r["p"][k] for r in rows]) for k in KS},
