@@ -224,6 +224,20 @@ def ingest(store: Any, chunks: dict[str, list[Any]], jsonl_dir: Path, *, max_min
     return totals
 
 
+def _record_ingest(workdir: Path, report: dict[str, Any], date: str) -> list[dict[str, Any]]:
+    """Append this run's ingest figures to ``<workdir>/ingest_history.json`` and return the history."""
+    import json
+
+    path = workdir / "ingest_history.json"
+    try:
+        history = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        history = []
+    history.append({"date": date, **{k: v for k, v in report.items() if k != "rejections"}})
+    path.write_text(json.dumps(history, indent=1), encoding="utf-8")
+    return history
+
+
 def load_index(store: Any, deal_id: str, corpus: Path, files: list[str]) -> tuple[dict[str, DocIndex], dict[str, Any]]:
     """Every indexed chunk of the wanted files, read back from the store, offsets checked against the source."""
     wanted = set(files)
@@ -531,6 +545,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t = time.perf_counter()
         ingest_report = ingest(store, chunks, workdir / "jsonl", max_minutes=args.max_ingest_minutes, log=log)
         timings["ingest_s"] = round(time.perf_counter() - t, 2)
+        ingest_history = _record_ingest(workdir, ingest_report, started)
         if ingest_report["rejected"]:
             deviations.append(f"{ingest_report['rejected']} chunk lines rejected by the ingest")
         if ingest_report["stopped_by_time_limit"]:
@@ -673,6 +688,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  "documents_in_folder": len(folder), "folder_mb": round(folder_bytes / 1e6, 2), "documents_indexed": len(indexed)},
         "chunks": chunk_stats,
         "ingest": ingest_report,
+        "ingest_history": ingest_history,  # every run against this workdir: the first one shows the real ingest cost
         "index": index_info,
         "store": store_counts,
         "routing": routing,
