@@ -143,8 +143,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="JSON result path (default benchmarks/results/retrieval_latency.json)")
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI (sizes 200,400, in one process): checks the script works, figures are not meaningful")
     ap.add_argument("--child-size", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--reuse-store", action="store_true", help="with --workdir and --keep: measure a store an earlier run left there "
+                    "(same size and generation settings) instead of filling it again")
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-phase", default=None, choices=["fill"], help=argparse.SUPPRESS)
+    ap.add_argument("--child-home", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    raw = list(argv if argv is not None else sys.argv[1:])
+    args.raw_argv = []
+    skip = False
+    for a in raw:  # the parent's own flags, without the child-process ones
+        if skip:
+            skip = False
+            continue
+        if a.startswith("--child-"):
+            skip = "=" not in a
+            continue
+        args.raw_argv.append(a)
     if args.sizes is None:
         args.sizes = "200,400" if args.smoke else "10000,100000"
     if args.smoke:
@@ -271,7 +286,7 @@ def sqlite_fsync_off(store: Any) -> Iterator[int]:
     anything is measured, so audit writes during the measurements pay the normal cost.
     """
     conns = []
-    local = getattr(store.registry.memory.vector_store.client, "_client", None)
+    local = getattr(getattr(store.registry.memory.vector_store, "client", None), "_client", None)  # none on the edge store
     for coll in (getattr(local, "collections", None) or {}).values():
         conn = getattr(getattr(coll, "storage", None), "storage", None)
         if conn is not None:
@@ -449,7 +464,9 @@ def measure_concurrency(calls: Calls, args: argparse.Namespace, deals: list[str]
             futures = [pool.submit(calls, intent) for intent in batch]
             for f in futures:
                 try:
-                    conc_lat.append(f.result()[0])
+                    ms, summary = f.result()
+                    conc_lat.append(ms)
+                    errors.extend(f"concurrent call degraded: {fb}"[:300] for fb in summary.fallbacks if fb.startswith("audit"))
                 except Exception as exc:
                     conc_errors += 1
                     errors.append(f"concurrent: {exc!r}"[:300])
@@ -531,8 +548,17 @@ def measure_naive(store: Any, filler: Filler, args: argparse.Namespace, deals: l
     from retrieval_node.backends.mem0_registry import deal_user_id
     from retrieval_node.backends.vectors import INDEXED_FIELDS
 
+    from mem0.utils.lemmatization import lemmatize_for_bm25
+
+    from retrieval_node.backends.mem0_registry import SharedEmbeddings, build_memory
+
     t = time.perf_counter()
+    # The naive setup: Mem0 on its Qdrant class over qdrant-client local mode (what Mem0 + qdrant-client give a
+    # user out of the box) holding the same registry memories, and the chunk windows in a qdrant-client collection.
     client = QdrantClient(location=":memory:")
+    naive_home = Path(tempfile.mkdtemp(prefix="rn-bench-naive-"))
+    memory = build_memory(client=QdrantClient(location=":memory:"), collection="naive_mem0", dimension=filler.rc.embedding_dimension,
+                          embeddings=SharedEmbeddings(filler.embedder), history_db_path=str(naive_home / "history.db"))
     coll = "naive_chunks"
     client.create_collection(coll, vectors_config=qm.VectorParams(size=filler.rc.embedding_dimension, distance=qm.Distance.COSINE))
     for field in INDEXED_FIELDS:  # what a user would do; local mode ignores payload indexes
@@ -540,16 +566,21 @@ def measure_naive(store: Any, filler: Filler, args: argparse.Namespace, deals: l
     n = 0
     for d in range(len(filler.deal_ids)):
         batch = []
+        m_vecs, m_ids, m_payloads = [], [], []
         for chunk, spans, vecs in filler.deal(d):
             record = filler.ingestor._record(chunk, filler.now)  # noqa: SLF001
             batch.extend(qm.PointStruct(id=p.id, vector=p.vector.tolist(), payload=p.payload) for p in filler.points(chunk, record, spans, vecs))
+            m_vecs.append(vecs[0].tolist())
+            m_ids.append(str(uuid.uuid4()))
+            m_payloads.append(Filler.mem0_payload(record, chunk.content, lemmatize_for_bm25))
         for i in range(0, len(batch), 1024):
             client.upsert(coll, points=batch[i:i + 1024], wait=True)
+        for i in range(0, len(m_ids), 512):
+            memory.vector_store.insert(vectors=m_vecs[i:i + 512], ids=m_ids[i:i + 512], payloads=m_payloads[i:i + 512])
         n += len(batch)
-        del batch
+        del batch, m_vecs, m_ids, m_payloads
     build_s = time.perf_counter() - t
 
-    memory = store.registry.memory
     qvecs: dict[str, np.ndarray] = {}
     mem0_ms: list[float] = []
     qdrant_ms: list[float] = []
@@ -564,7 +595,7 @@ def measure_naive(store: Any, filler: Filler, args: argparse.Namespace, deals: l
             if profile.query_text not in qvecs:  # the qdrant half reuses one query vector (not timed)
                 qvecs[profile.query_text] = filler.embedder.embed([profile.query_text])[0]
             t0 = time.perf_counter()
-            with mem0_lock(store):  # uncontended: the audit writer was drained before
+            with mem0_lock(store):  # uncontended: the audit writer was drained before (and this Mem0 is the naive one)
                 res = memory.search(profile.query_text, filters={"user_id": deal_user_id(deal), "section_type": {"in": sections}}, top_k=50)
             t1 = time.perf_counter()
             resp = client.query_points(
@@ -581,7 +612,10 @@ def measure_naive(store: Any, filler: Filler, args: argparse.Namespace, deals: l
             mem0_hits.append(len(res.get("results", [])))
             qdrant_hits.append(len(resp.points))
     client.close()
+    memory.close()
+    shutil.rmtree(naive_home, ignore_errors=True)
     return {
+        "setup": "Mem0 (its Qdrant class on qdrant-client local mode, :memory:) + a qdrant-client local-mode chunk collection",
         "other_processes_cores": phase.other_cores,
         "collection_points": n,
         "collection_build_s": round(build_s, 2),
@@ -593,35 +627,85 @@ def measure_naive(store: Any, filler: Filler, args: argparse.Namespace, deals: l
     }
 
 
-def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
-    from retrieval_node.agent import RetrievalAgent
+def _load(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from retrieval_node.config import load_config
     from retrieval_node.embedding import SentenceTransformerEmbedder
-    from retrieval_node.ingest import Ingestor
-    from retrieval_node.store import Store
     from retrieval_node.tokens import TiktokenCounter
 
-    t_size = time.perf_counter()
     config = load_config(args.config_dir)
     rc = config.retrieval
     embedder = SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size)
     embedder.embed(["warm-up: builders' lien on title", "reserve fund study"])
-    counter = TiktokenCounter(rc.tokenizer_encoding)
-    base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rn-bench-latency-"))
-    home = base / f"store-{size}"
+    return config, embedder, TiktokenCounter(rc.tokenizer_encoding)
+
+
+def fill_phase(size: int, args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    """Build the store of ``size`` chunks at ``home`` (in its own process: the generated chunks must not
+    count in the node's memory figure). Writes ``home/fill.json`` last, so a complete store is recognisable."""
+    from retrieval_node.ingest import Ingestor
+    from retrieval_node.store import Store
+
+    config, embedder, counter = _load(args)
     if home.exists():
         shutil.rmtree(home)
-    rss_start = peak_rss_mb()
+    store = Store.open(home, config=config, embedder=embedder)
     try:
+        filler = Filler(args, size, config, embedder, counter, Ingestor(store))
+        print(f"[{size:,}] filling {len(filler.deal_ids)} deal(s) ...", flush=True)
+        t = time.perf_counter()
+        fill = fill_store(store, filler)
+        fill["total_s"] = round(time.perf_counter() - t, 2)
+        fill["rss_filler_process_mb"] = peak_rss_mb()
+    finally:
+        store.close()
+    fill["settings_key"] = _fill_key(args, size)
+    (home / "fill.json").write_text(json.dumps(fill), encoding="utf-8")
+    print(f"[{size:,}] filled in {fill['total_s']:.0f} s ({fill['vector_points']:,} vector points)", flush=True)
+    return fill
+
+
+def _fill_key(args: argparse.Namespace, size: int) -> str:
+    keys = ("chunks_per_deal", "min_chars", "max_chars", "pool_variants", "noise", "risk_rate", "patterns", "single_window", "seed", "config_dir")
+    return json.dumps({"size": size, **{k: getattr(args, k) for k in keys}}, sort_keys=True)
+
+
+def _ensure_filled(size: int, args: argparse.Namespace, home: Path) -> dict[str, Any]:
+    marker = home / "fill.json"
+    if args.reuse_store and marker.exists():
+        fill = json.loads(marker.read_text(encoding="utf-8"))
+        if fill.get("settings_key") == _fill_key(args, size):
+            print(f"[{size:,}] reusing the store at {home} (filled in {fill['total_s']:.0f} s earlier)", flush=True)
+            return {**fill, "reused": True}
+    if args.in_process:
+        return fill_phase(size, args, home)
+    with tempfile.TemporaryDirectory(prefix="rn-bench-fill-") as tmp:
+        out = Path(tmp) / "fill.json"
+        argv = [a for a in args.raw_argv]
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--child-size", str(size),
+                               "--child-phase", "fill", "--child-home", str(home), "--child-out", str(out)])
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"size {size}: the fill process failed (exit {proc.returncode})")
+        return json.loads(out.read_text(encoding="utf-8"))
+
+
+def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
+    from retrieval_node.agent import RetrievalAgent
+    from retrieval_node.ingest import Ingestor
+    from retrieval_node.store import Store
+
+    t_size = time.perf_counter()
+    base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rn-bench-latency-"))
+    home = base / f"store-{size}"
+    try:
+        fill = _ensure_filled(size, args, home)
+        config, embedder, counter = _load(args)
+        rss_start = peak_rss_mb()
         store = Store.open(home, config=config, embedder=embedder)
         try:
-            filler = Filler(args, size, config, embedder, counter, Ingestor(store))
-            print(f"[{size:,}] filling {len(filler.deal_ids)} deal(s) ...", flush=True)
-            t = time.perf_counter()
-            fill = fill_store(store, filler)
-            fill["total_s"] = round(time.perf_counter() - t, 2)
-            fill["rss_after_fill_mb"] = current_rss_mb()
-            print(f"[{size:,}] filled in {fill['total_s']:.0f} s ({fill['vector_points']:,} vector points); measuring the node ...", flush=True)
+            filler = Filler(args, size, config, embedder, counter, Ingestor(store))  # deal ids and sizes; regenerates for the naive path
+            store.bump(filler.deal_ids)
+            fill["rss_after_open_mb"] = current_rss_mb()
+            print(f"[{size:,}] measuring the node ...", flush=True)
             r = random.Random(f"{args.seed}:measure:{size}")
             deals = r.sample(filler.deal_ids, min(args.measured_deals, len(filler.deal_ids)))
             calls = Calls(make_agent(store, RetrievalAgent))
@@ -631,7 +715,7 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             naive = None
             if not args.skip_naive:
                 # before the concurrent calls: they write audit memories from 10 threads at once
-                print(f"[{size:,}] node warm p50 {node['warm']['p50_ms']:.1f} ms; building the naive collection ...", flush=True)
+                print(f"[{size:,}] node warm p50 {node['warm']['p50_ms']:.1f} ms; building the naive path ...", flush=True)
                 node["audit_after_warm"] = drain_audit(calls.agent)  # nothing may write to Mem0 during the naive calls
                 naive = measure_naive(store, filler, args, deals, r)
                 gc.collect()
@@ -662,7 +746,7 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
         "integrity_after_concurrency": integrity,
         "speedup_naive_p50_over_node_p50": round(speedup, 1) if speedup else None,
         "rss_mb": {
-            "peak_before_store": rss_start,
+            "peak_model_loaded": rss_start,
             "peak_after_node": rss_node,
             "current_after_node": rss_node_now,
             "peak_at_end": rss_total,
@@ -753,6 +837,10 @@ def _child_argv(argv: list[str], size: int, out: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(raw_argv)
+    if args.child_phase == "fill":  # child process: build one store
+        res = fill_phase(args.child_size, args, Path(args.child_home))
+        Path(args.child_out).write_text(json.dumps(res, default=str), encoding="utf-8")
+        return 0
     if args.child_size is not None:  # child process: one size, JSON to --child-out
         res = run_size(args.child_size, args)
         Path(args.child_out).write_text(json.dumps(res, default=str), encoding="utf-8")
@@ -783,7 +871,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, sys.argv[0], *raw_argv]),
         "machine": machine,
         "settings": {
-            **{k: v for k, v in vars(args).items() if k not in ("out", "child_size", "child_out")},
+            **{k: v for k, v in vars(args).items() if k not in ("out", "child_size", "child_out", "child_phase", "child_home", "raw_argv")},
+            "mem0_vector_store": rc.mem0_vector_store,
             "vector_backend": rc.vector_backend,
             "vector_db_url": rc.vector_db_url,
             "embedding_model": rc.embedding_model,

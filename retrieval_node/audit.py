@@ -133,6 +133,11 @@ class AuditLog:
                 item = json.loads(ln)
                 vec = item.get("vector")
                 try:
+                    # idempotent: an add that failed late (Mem0 stored the memory, then its history write
+                    # failed) must not be written twice
+                    if self._already_written(item):
+                        written += 1
+                        continue
                     self.registry.add_audit(item["deal_id"], item["text"], item["metadata"],
                                             vector=np.asarray(vec, dtype=np.float32) if vec is not None else None)
                 except BackendError as exc:
@@ -150,6 +155,12 @@ class AuditLog:
                     else:
                         self.journal_path.unlink()
             return written
+
+    def _already_written(self, item: dict[str, Any]) -> bool:
+        audit_id = (item.get("metadata") or {}).get("audit_id")
+        if not audit_id or self.registry is None:
+            return False
+        return bool(self.registry.audit_entries(item["deal_id"], audit_id=audit_id))
 
     def wait(self, timeout: float = 30.0) -> bool:
         """Block until the background writer has nothing left to write (True) or the timeout passes."""

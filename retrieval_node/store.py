@@ -3,30 +3,35 @@
 Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
 
     vectors/          qdrant-edge shard with chunk vectors + payloads   (vector_backend: edge)
-    qdrant/           qdrant-client local database: Mem0's collection    (and chunks with vector_backend: qdrant)
+    mem0_edge/        qdrant-edge shard with Mem0's memories            (mem0_vector_store: edge)
+    qdrant/           qdrant-client local database                       (only for vector_backend / mem0_vector_store: qdrant
+                                                                          without a server URL)
     mem0_history.db   Mem0's history database
+    store.json        which engines this store was created with (opening it with others is an error)
     audit/            audit snapshots and the audit write journal
     .lock             held while a process has the store open
 
-With ``vector_db_url`` set to a Qdrant server, chunk vectors (vector_backend:
-qdrant) and Mem0's collection live on the server; the same classes are used,
-only the client differs. :meth:`Store.open` is the one place that builds
+With ``vector_db_url`` set to a Qdrant server, chunk vectors (``vector_backend:
+qdrant``) and Mem0's collection (``mem0_vector_store: qdrant``) live on the server;
+the same classes are used, only the client differs. :meth:`Store.open` is the one place that builds
 clients and models; everything else receives them.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
+from .backends.mem0_edge import EdgeMemoryStore, attach
 from .backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
 from .embedding import Embedder, SentenceTransformerEmbedder
-from .errors import BackendError, StoreLockedError
+from .errors import BackendError, ConfigError, StoreLockedError
 from .tokens import TiktokenCounter, TokenCounter
 
 HOME_ENV = "RETRIEVAL_NODE_HOME"
@@ -122,7 +127,9 @@ class Store:
             if embedder.dimension != rc.embedding_dimension:
                 raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
             tokens = TiktokenCounter(rc.tokenizer_encoding)
-            qclient = _qdrant_client(config, home)
+            _check_manifest(home, config)
+            needs_client = rc.vector_backend == "qdrant" or rc.mem0_vector_store == "qdrant"
+            qclient = _qdrant_client(config, home) if needs_client else _throwaway_client()
             closers.append(qclient)
             if rc.vector_backend == "edge":
                 chunks: ChunkIndex = EdgeChunkIndex.open(home / "vectors", dimension=rc.embedding_dimension)
@@ -139,8 +146,13 @@ class Store:
                 embeddings=shared,
                 history_db_path=str(home / "mem0_history.db"),
             )
+            if rc.mem0_vector_store == "edge":
+                mem_store = EdgeMemoryStore.open(home / "mem0_edge", dimension=rc.embedding_dimension, collection_name=f"{rc.collection_prefix}_mem0")
+                attach(memory, mem_store)
+                closers.insert(0, mem_store)
             closers.insert(0, memory)
-            registry = Mem0Registry(memory, shared)
+            registry = Mem0Registry(memory, shared, concurrent_reads=rc.mem0_vector_store == "edge")
+            _write_manifest(home, config)
         except BaseException:
             for c in closers:
                 _close_quietly(c)
@@ -181,6 +193,50 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+MANIFEST = "store.json"
+_ENGINE_KEYS = ("vector_backend", "mem0_vector_store")
+
+
+def _check_manifest(home: Path, config: NodeConfig) -> None:
+    """Refuse to open a store with other engines than it was created with (its data would look missing)."""
+    rc = config.retrieval
+    path = home / MANIFEST
+    if path.exists():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: unreadable store manifest ({exc}); restore it or delete it if the store is new") from exc
+    elif (home / "qdrant" / "collection" / f"{rc.collection_prefix}_mem0").exists() and not (home / "mem0_edge").exists():
+        recorded = {"mem0_vector_store": "qdrant"}  # a store from before the manifest: Mem0 in qdrant-client local mode
+    else:
+        return
+    for key in _ENGINE_KEYS:
+        if key in recorded and recorded[key] != getattr(rc, key):
+            raise ConfigError(
+                f"{home}: this store was created with {key}: {recorded[key]}, but the configuration says "
+                f"{getattr(rc, key)}; set {key}: {recorded[key]} (or RETRIEVAL_NODE_{key.upper()}={recorded[key]}) "
+                "to open it, or ingest into a new store"
+            )
+
+
+def _write_manifest(home: Path, config: NodeConfig) -> None:
+    path = home / MANIFEST
+    if path.exists():
+        return
+    rc = config.retrieval
+    body = {key: getattr(rc, key) for key in _ENGINE_KEYS} | {"format": 1}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(body, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _throwaway_client() -> Any:
+    """Mem0 insists on building its Qdrant class; with the edge store it gets this empty client, never used."""
+    from qdrant_client import QdrantClient
+
+    return QdrantClient(location=":memory:")
 
 
 def _qdrant_client(config: NodeConfig, home: Path) -> Any:

@@ -236,3 +236,34 @@ def test_background_audit_writer_journals_and_recovers(pipe_store, node_config):
     assert agent.flush_audit(timeout=30)
     assert store.registry.audit_entries(DEAL, audit_id=summary.audit_id)
     agent.close()
+
+
+class LateFailingRegistry:
+    """Fault-injection fake: Mem0 stores the audit memory, then fails (e.g. its history write), like the
+    real Mem0 did when its SQLite handle was closed under it. Everything else goes to the real registry."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def add_audit(self, *a, **k):
+        self._real.add_audit(*a, **k)
+        raise BackendError("Mem0 add (add_audit) failed after storing: history unavailable (injected fault)")
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def test_audit_entry_that_failed_late_is_not_written_twice(pipe_store, node_config):
+    store, _ = pipe_store
+    sync = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"audit_write": "sync"})})
+    agent = RetrievalAgent(store, config=sync, trust=FULL_TRUST)
+    real = store.registry
+    agent.audit.registry = LateFailingRegistry(real)
+    try:
+        _, summary = agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))
+    finally:
+        agent.audit.registry = real
+    assert any(f.startswith("audit_journaled") for f in summary.fallbacks)
+    assert agent.audit.pending() == 1
+    assert agent.audit.flush_journal() == 1 and agent.audit.pending() == 0
+    assert len(real.audit_entries(DEAL, audit_id=summary.audit_id)) == 1  # stored once, not twice

@@ -74,10 +74,12 @@ def test_batch_search_matches_single(index):
 
 
 def test_pipeline_on_the_qdrant_client_backend(tmp_path, embedder, make_chunk):
-    """The server code path (vector_backend: qdrant), run against qdrant-client's in-process engine."""
-    cfg = load_config(environ={"RETRIEVAL_NODE_VECTOR_BACKEND": "qdrant", "RETRIEVAL_NODE_VECTOR_DB_URL": ":memory:"})
+    """The server code path (vector_backend and mem0_vector_store: qdrant), run against qdrant-client's in-process engine."""
+    cfg = load_config(environ={"RETRIEVAL_NODE_VECTOR_BACKEND": "qdrant", "RETRIEVAL_NODE_MEM0_VECTOR_STORE": "qdrant",
+                               "RETRIEVAL_NODE_VECTOR_DB_URL": ":memory:"})
     with Store.open(tmp_path / "s", config=cfg, embedder=embedder) as store:
         assert isinstance(store.chunks, QdrantChunkIndex)
+        assert type(store.registry.memory.vector_store).__name__ == "Qdrant"  # Mem0's own class
         chunks = [make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN for $48,260.00 unpaid", page=2),
                   make_chunk("Certificate of title, registered owner Dana Whitford", section="TITLE_SUMMARY", page=1)]
         assert Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", chunks)]).ingested == 2

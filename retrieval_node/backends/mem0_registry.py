@@ -168,13 +168,16 @@ class Mem0Registry:
     ['TITLE_SUMMARY', ...]
     """
 
-    def __init__(self, memory: Any, embeddings: SharedEmbeddings) -> None:
+    def __init__(self, memory: Any, embeddings: SharedEmbeddings, *, concurrent_reads: bool = False) -> None:
         self._memory = memory
         self._embeddings = embeddings
         self.stats = Mem0Stats()
         # Mem0's SQLite history and qdrant-client's local mode are not safe for concurrent use
-        # ("cannot start a transaction within a transaction"): every call goes through this lock.
+        # ("cannot start a transaction within a transaction"): writes always go through this lock, and
+        # reads too unless the vector store is safe for concurrent readers (the qdrant-edge store is;
+        # Mem0's get_all reads only the vector store).
         self._lock = threading.RLock()
+        self._read_lock: Any = _NoLock() if concurrent_reads else self._lock
 
     @property
     def memory(self) -> Any:
@@ -305,7 +308,7 @@ class Mem0Registry:
     def _get_all(self, filters: dict[str, Any], *, op: str) -> list[dict[str, Any]]:
         self.stats.hit(op)
         try:
-            with self._lock:
+            with self._read_lock:
                 result = self._memory.get_all(filters=filters, top_k=MAX_LISTING)
         except Exception as exc:
             raise BackendError(f"Mem0 get_all ({op}) failed: {exc}") from exc
@@ -313,6 +316,14 @@ class Mem0Registry:
         if len(rows) >= MAX_LISTING:
             raise BackendError(f"Mem0 listing ({op}) hit its limit of {MAX_LISTING} records; refusing a partial result")
         return rows
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _registry_record(row: dict[str, Any]) -> RegistryRecord:

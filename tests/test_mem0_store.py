@@ -1,0 +1,104 @@
+"""Mem0's vector store: the qdrant-edge store (embedded default) and Mem0's own Qdrant class (qdrant-client
+in-process here; the same class talks to a server) behave the same under Mem0's real ``Memory``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrieval_node.backends.mem0_edge import EdgeMemoryStore, attach, build_filter
+from retrieval_node.backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
+from retrieval_node.config import load_config
+from retrieval_node.errors import ConfigError
+from retrieval_node.store import Store
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def registry(request, tmp_path, embedder):
+    from qdrant_client import QdrantClient
+
+    shared = SharedEmbeddings(embedder)
+    memory = build_memory(client=QdrantClient(location=":memory:"), collection="t_mem0", dimension=384, embeddings=shared,
+                          history_db_path=str(tmp_path / "history.db"))
+    edge = None
+    if request.param == "edge":
+        edge = EdgeMemoryStore.open(tmp_path / "mem0_edge", dimension=384)
+        attach(memory, edge)
+    reg = Mem0Registry(memory, shared, concurrent_reads=edge is not None)
+    yield reg
+    memory.close()
+    if edge is not None:
+        edge.close()
+
+
+def _record(deal: str, n: int, section: str = "INSTRUMENTS_REGISTER") -> dict:
+    return {
+        "chunk_id": f"{deal[-1]}{n}".ljust(64, "c"), "deal_id": deal, "document_id": f"{deal}/title.pdf", "document_role": "TITLE_SEARCH",
+        "section_type": section, "page_start": n, "page_end": n, "content_hash": "0" * 64, "ocr_confidence": 0.9, "token_count": 5,
+        "zones": ["instruments_register"], "entity_ids": [], "sensitivity": "confidential", "document_created_at": None,
+        "ingested_at": "2026-11-22T00:00:00+00:00",
+    }
+
+
+def test_registry_listing_is_scoped_and_filtered(registry, embedder):
+    vecs = embedder.embed([f"chunk {i}" for i in range(6)])
+    for i in range(4):
+        registry.register_chunk(_record("D-A", i, "INSTRUMENTS_REGISTER" if i % 2 else "TITLE_SUMMARY"), f"deal A chunk {i}", vecs[i])
+    for i in range(2):
+        registry.register_chunk(_record("D-B", i), f"deal B chunk {i}", vecs[4 + i])
+    assert sorted(r.content for r in registry.deal_records("D-A")) == [f"deal A chunk {i}" for i in range(4)]
+    assert {r.page_start for r in registry.deal_records("D-A", section_types=["INSTRUMENTS_REGISTER"])} == {1, 3}
+    assert [r.deal_id for r in registry.deal_records("D-B")] == ["D-B", "D-B"]
+    assert registry.deal_records("D-C") == []
+    assert registry.stats.by_op.get("register_chunk") == 6
+
+
+def test_audit_patterns_search_update_delete_through_mem0(registry, embedder):
+    aid = registry.add_audit("D-A", "Retrieval aud_1 for investigator", {"audit_id": "aud_1", "chunks_selected": 3})
+    registry.add_audit("D-B", "Retrieval aud_2 for tax", {"audit_id": "aud_2", "chunks_selected": 1})
+    assert [e["memory_id"] for e in registry.audit_entries("D-A")] == [aid]
+    assert registry.audit_entries("D-A", audit_id="aud_2") == []
+    assert registry.add_pattern("builder", "kodiak", "liens", "Kodiak files liens late") is not None
+    assert registry.add_pattern("builder", "kodiak", "liens", "Kodiak files liens late") is None  # identical: kept once
+    assert [p.entity_id for p in registry.patterns_for(["kodiak", "other"])] == ["kodiak"]
+    mem = registry.memory
+    found = mem.search("Kodiak liens", filters={"user_id": "global"}, top_k=3)["results"]
+    assert found and found[0]["memory"] == "Kodiak files liens late"
+    mem.update(aid, "Retrieval aud_1 for investigator (reviewed)")
+    assert mem.get(aid)["memory"].endswith("(reviewed)")
+    assert [h["event"] for h in mem.history(aid)] == ["ADD", "UPDATE"]
+    mem.delete(aid)
+    assert registry.audit_entries("D-A") == []
+
+
+def test_edge_filter_rejects_what_it_cannot_express():
+    with pytest.raises(ValueError, match="'title'"):
+        build_filter({"title": {"contains": "lien"}})
+    with pytest.raises(ValueError, match="mixed"):
+        build_filter({"n": {"gt": 1, "eq": 2}})
+    assert build_filter({"user_id": "*"}) is None
+
+
+def test_edge_store_survives_reopen(tmp_path):
+    st = EdgeMemoryStore.open(tmp_path / "m", dimension=4)
+    st.insert([[1, 0, 0, 0], [0, 1, 0, 0]], [{"user_id": "a", "n": 1}, {"user_id": "b", "n": 2}], ["11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"])
+    st.close()
+    st = EdgeMemoryStore.open(tmp_path / "m", dimension=4)
+    try:
+        assert [o.payload["n"] for o in st.list({"user_id": "b"})[0]] == [2]
+        assert sorted(o.payload["n"] for o in st.list({"OR": [{"user_id": "a"}, {"n": {"gte": 2}}]})[0]) == [1, 2]
+        assert [o.payload["n"] for o in st.list({"n": {"ne": 1}})[0]] == [2]
+        assert st.search("q", np.array([0, 1, 0, 0], dtype=float).tolist(), top_k=1)[0].payload["n"] == 2
+    finally:
+        st.close()
+
+
+def test_store_refuses_other_engines_than_it_was_created_with(tmp_path, embedder):
+    with Store.open(tmp_path / "s", embedder=embedder) as store:
+        assert store.config.retrieval.mem0_vector_store == "edge"
+        assert (tmp_path / "s" / "mem0_edge").is_dir() and not (tmp_path / "s" / "qdrant").exists()
+    other = load_config(environ={"RETRIEVAL_NODE_MEM0_VECTOR_STORE": "qdrant"})
+    with pytest.raises(ConfigError, match="mem0_vector_store: edge"):
+        Store.open(tmp_path / "s", config=other, embedder=embedder)
+    with Store.open(tmp_path / "s", embedder=embedder):  # the lock was released by the refused open
+        pass
