@@ -375,6 +375,7 @@ class Calls:
     def __init__(self, agent: Any) -> None:
         self.agent = agent
         self.per_deal: Counter[str] = Counter()
+        self.audit_ids: list[str] = []
         self._lock = threading.Lock()
 
     def __call__(self, intent: Any) -> tuple[float, Any]:
@@ -382,7 +383,10 @@ class Calls:
             self.per_deal[intent.deal_id] += 1
         t = time.perf_counter()
         _package, summary = self.agent.retrieve_sync(intent)
-        return (time.perf_counter() - t) * 1000, summary
+        ms = (time.perf_counter() - t) * 1000
+        with self._lock:
+            self.audit_ids.append(summary.audit_id)
+        return ms, summary
 
 
 def _stage_means(summaries: list[Any]) -> dict[str, float]:
@@ -520,12 +524,17 @@ def check_integrity(store: Any, calls: Calls, deal: str, deal_size: int) -> dict
     from retrieval_node.backends.mem0_registry import AUDIT_AGENT, deal_user_id
 
     memory = store.registry.memory
-    out: dict[str, Any] = {"errors": [], "audit_expected": sum(calls.per_deal.values()), "audit_found": None, "registry_listing_ok": None}
+    out: dict[str, Any] = {"errors": [], "audit_expected": len(set(calls.audit_ids)), "audit_found": None, "registry_listing_ok": None}
     out["audit_drain"] = drain_audit(calls.agent)
     try:
         with mem0_lock(store):
             rows = memory.get_all(filters={"agent_id": AUDIT_AGENT, "kind": "retrieval_audit"}, top_k=1_000_000).get("results", [])
-        out["audit_found"] = len(rows)
+        # this run's entries (a reused store holds earlier runs' too), each exactly once
+        per_id = Counter((r.get("metadata") or {}).get("audit_id") for r in rows)
+        ours = set(calls.audit_ids)
+        out["audit_found"] = sum(1 for a in ours if per_id.get(a))
+        out["audit_duplicated"] = sum(1 for a in ours if per_id.get(a, 0) > 1)
+        out["audit_in_store_total"] = len(rows)
     except Exception as exc:  # reported: this is what the check is for
         out["errors"].append(f"audit listing: {exc!r}"[:300])
     try:
@@ -537,7 +546,8 @@ def check_integrity(store: Any, calls: Calls, deal: str, deal_size: int) -> dict
             memory.search("builders' lien", filters={"user_id": deal_user_id(deal)}, top_k=5)
     except Exception as exc:
         out["errors"].append(f"search: {exc!r}"[:300])
-    out["ok"] = not out["errors"] and out["audit_found"] == out["audit_expected"] and bool(out["registry_listing_ok"])
+    out["ok"] = (not out["errors"] and out["audit_found"] == out["audit_expected"] and not out.get("audit_duplicated")
+                 and bool(out["registry_listing_ok"]))
     return out
 
 
@@ -881,6 +891,7 @@ def main(argv: list[str] | None = None) -> int:
             "semantic_top_k": rc.semantic_top_k,
             "cache_ttl_seconds": rc.cache_ttl_seconds,
             "max_concurrent_retrievals": rc.max_concurrent_retrievals,
+            "concurrency_limit_in_effect": rc.concurrency,
         },
         "targets": TARGETS,
         "results": results,

@@ -50,6 +50,8 @@ from .store import Store
 
 #: Weight of BM25 inside the semantic term (the rest is the dense cosine).
 LEXICAL_WEIGHT = 0.3
+#: Windows fetched when scoring a required zone's members against the zone query (the packer needs its best few).
+ZONE_SEARCH_WINDOWS = 64
 
 
 class _LRU:
@@ -125,7 +127,7 @@ class RetrievalAgent:
         if self.audit.background:
             store.add_close_hook(self.audit.close)  # the writer finishes before Mem0's client closes
         self._queries = _LRU(512)
-        self._semaphore = threading.BoundedSemaphore(self.config.retrieval.max_concurrent_retrievals)
+        self._semaphore = threading.BoundedSemaphore(self.config.retrieval.concurrency)
         self._async_semaphore: asyncio.Semaphore | None = None
         self._patterns: tuple[float, list[tuple[str, str, str]]] | None = None
         self._patterns_lock = threading.Lock()
@@ -331,17 +333,24 @@ class RetrievalAgent:
         required = list(intent.required_structural_zones or [])
         scored_by_id = {s.chunk.chunk_id: s for s in scored}
 
+        zone_memo: dict[str, list[Scored]] = {}
+
         def zone_candidates(zone: str) -> list[Scored]:
+            if zone in zone_memo:
+                return zone_memo[zone]
             members = [
-                c for c in view.chunks.values()
-                if zone in c.zones and eligible(c) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())
+                c for c in view.zone_members(zone)
+                if eligible(c) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())
             ]
             if not members:
+                zone_memo[zone] = []
                 return []
             missing = [c for c in members if c.chunk_id not in scored_by_id]
             if missing:
                 zvec, _ = self._query_vector(f"{zone.replace('_', ' ')}: {intent.query_text}")
-                hits = self.store.chunks.search(zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), limit=8 * len(missing)) if plan.vector_search else []
+                # the best-matching windows of the zone's members; a member outside them keeps semantic 0
+                limit = min(8 * len(missing), ZONE_SEARCH_WINDOWS)
+                hits = self.store.chunks.search(zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), limit=limit) if plan.vector_search else []
                 best: dict[str, float] = {}
                 for h in hits:
                     best[h.chunk_id] = max(best.get(h.chunk_id, 0.0), h.score)
@@ -349,7 +358,8 @@ class RetrievalAgent:
                 extra = [Candidate(chunk=c, cosine=best.get(c.chunk_id, 0.0), bm25=bm.get(c.chunk_id, 0.0)) for c in missing]
                 for s in self._score(extra, result, intent, patterns, f"zone:{zone}"):
                     scored_by_id[s.chunk.chunk_id] = s
-            return [scored_by_id[c.chunk_id] for c in members]
+            zone_memo[zone] = [scored_by_id[c.chunk_id] for c in members]
+            return zone_memo[zone]
 
         report = self.coverage.run(required=required, sel=sel, zone_candidates=zone_candidates, budget=budget, overhead=overhead) if required else CoverageReport(required=[])
         if report.evicted:

@@ -81,7 +81,8 @@ class AuditLog:
         """Store the snapshot; returns the sha256 of its canonical JSON (kept in the Mem0 entry)."""
         body = json.dumps(snapshot, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
         digest = sha256_hex(body)
-        _atomic_write(self.snapshot_path(audit_id), json.dumps({"sha256": digest, "snapshot": snapshot}, sort_keys=True, ensure_ascii=False, default=str).encode())
+        # the canonical body is embedded as is (serialised once); read_snapshot re-derives it from the parsed file
+        _atomic_write(self.snapshot_path(audit_id), ('{"sha256":"' + digest + '","snapshot":' + body + "}").encode())
         return digest
 
     def read_snapshot(self, audit_id: str) -> dict[str, Any]:

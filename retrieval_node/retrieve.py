@@ -51,9 +51,35 @@ class DealView:
     _bm25: Any = None
     _bm25_ids: list[str] = field(default_factory=list)
     _bm25_lock: threading.Lock = field(default_factory=threading.Lock)
+    _bm25_cache: dict[str, dict[str, float]] = field(default_factory=dict)
+    _zones: dict[str, list[ChunkView]] | None = None
+
+    #: BM25 results kept per deal view (agents repeat their profile queries).
+    BM25_CACHE = 64
+
+    def zone_members(self, zone: str) -> list[ChunkView]:
+        """The deal's chunks tagged with ``zone``, in chunk-id order (index built once per view)."""
+        if self._zones is None:
+            index: dict[str, list[ChunkView]] = {}
+            for cid in sorted(self.chunks):
+                for z in self.chunks[cid].zones:
+                    index.setdefault(z, []).append(self.chunks[cid])
+            self._zones = index
+        return self._zones.get(zone, [])
 
     def bm25_scores(self, query: str) -> dict[str, float]:
-        """BM25 score of every chunk of the deal for ``query`` (0 where no term matches)."""
+        """BM25 score of every chunk of the deal for ``query`` (absent where no term matches). Do not mutate."""
+        hit = self._bm25_cache.get(query)
+        if hit is not None:
+            return hit
+        scores = self._bm25_scores(query)
+        with self._bm25_lock:
+            if len(self._bm25_cache) >= self.BM25_CACHE:
+                self._bm25_cache.pop(next(iter(self._bm25_cache)))
+            self._bm25_cache[query] = scores
+        return scores
+
+    def _bm25_scores(self, query: str) -> dict[str, float]:
         import bm25s
 
         with self._bm25_lock:

@@ -151,7 +151,7 @@ class Store:
                 attach(memory, mem_store)
                 closers.insert(0, mem_store)
             closers.insert(0, memory)
-            registry = Mem0Registry(memory, shared, concurrent_reads=rc.mem0_vector_store == "edge")
+            registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge")
             _write_manifest(home, config)
         except BaseException:
             for c in closers:

@@ -24,7 +24,7 @@ def registry(request, tmp_path, embedder):
     if request.param == "edge":
         edge = EdgeMemoryStore.open(tmp_path / "mem0_edge", dimension=384)
         attach(memory, edge)
-    reg = Mem0Registry(memory, shared, concurrent_reads=edge is not None)
+    reg = Mem0Registry(memory, shared, thread_safe_store=edge is not None)
     yield reg
     memory.close()
     if edge is not None:

@@ -168,16 +168,16 @@ class Mem0Registry:
     ['TITLE_SUMMARY', ...]
     """
 
-    def __init__(self, memory: Any, embeddings: SharedEmbeddings, *, concurrent_reads: bool = False) -> None:
+    def __init__(self, memory: Any, embeddings: SharedEmbeddings, *, thread_safe_store: bool = False) -> None:
         self._memory = memory
         self._embeddings = embeddings
         self.stats = Mem0Stats()
-        # Mem0's SQLite history and qdrant-client's local mode are not safe for concurrent use
-        # ("cannot start a transaction within a transaction"): writes always go through this lock, and
-        # reads too unless the vector store is safe for concurrent readers (the qdrant-edge store is;
-        # Mem0's get_all reads only the vector store).
-        self._lock = threading.RLock()
-        self._read_lock: Any = _NoLock() if concurrent_reads else self._lock
+        # qdrant-client's local mode is not safe for concurrent use ("cannot start a transaction within a
+        # transaction" from its SQLite persistence): with it every Mem0 call goes through this lock. The
+        # qdrant-edge store serialises its own writes and Mem0 (2.2) locks its SQLite history, so with
+        # ``thread_safe_store`` calls run concurrently.
+        self._lock: Any = _NoLock() if thread_safe_store else threading.RLock()
+        self._read_lock: Any = self._lock
 
     @property
     def memory(self) -> Any:
