@@ -93,3 +93,15 @@ def test_zone_mapping_derives_zones(node_config):
     assert z.zones_for("TAX_ARREARS", "TAX_CERTIFICATE") == ["municipal_arrears", "tax_certificate"]
     assert z.zones_for("GENERAL", "OTHER") == []
     assert z.zones_for("GENERAL", "OTHER", ["tax_liens"]) == ["tax_liens"]
+
+
+def test_concurrency_defaults_to_cores_and_engines_validate():
+    import os
+
+    cfg = load_config(environ={})
+    assert cfg.retrieval.max_concurrent_retrievals is None
+    assert cfg.retrieval.concurrency == max(1, os.cpu_count() or 1)
+    assert load_config(environ={"RETRIEVAL_NODE_MAX_CONCURRENT_RETRIEVALS": "3"}).retrieval.concurrency == 3
+    assert cfg.retrieval.mem0_vector_store == "edge"
+    with pytest.raises(ConfigError, match="mem0_vector_store"):
+        load_config(environ={"RETRIEVAL_NODE_MEM0_VECTOR_STORE": "chroma"})
