@@ -176,6 +176,8 @@ def raw_embed_ingest_batching(embedder: Any, per_chunk: list[list[str]], batch: 
 def mem0_point_count(store: Any) -> int | None:
     vs = store.registry.memory.vector_store
     try:
+        if hasattr(vs, "count"):  # the qdrant-edge store (the default)
+            return int(vs.count())
         return int(vs.client.count(collection_name=vs.collection_name, exact=True).count)
     except Exception:
         return None
