@@ -21,8 +21,9 @@ Runs are interleaved, raw, ingest, raw, ingest, raw (``--repeats`` ingests, each
 fresh store), so drift and other processes hit both sides; every timed run records how
 many cores other processes kept busy meanwhile (from ``/proc/stat``).
 
-registry overhead = best ingest / best raw embed - 1 (target <= 15 %); the best (minimum)
-run is the least disturbed one on a shared machine; median / median is reported beside it.
+registry overhead = median over the ingests of ingest / mean(raw pass before, raw pass after) - 1
+(target <= 15 %): each ingest is paired with the raw passes around it, so load that drifts over
+minutes on a shared machine hits both sides; best / best and median / median are reported beside it.
 A raw pass with the ingest's own batch boundaries (it closes a batch once it holds at
 least ``embedding_batch_size`` windows) separates batching effects from registry costs.
 Also timed on their own, as diagnostics: parsing + validating the lines, and cutting windows.
@@ -293,6 +294,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ing_s = [x["seconds"] for x in ingests]
     overhead_best = min(ing_s) / min(raw_s) - 1.0
     overhead_median = statistics.median(ing_s) / statistics.median(raw_s) - 1.0
+    # each ingest against the mean of the raw passes just before and after it: load that drifts over
+    # minutes (other jobs on a shared machine) hits both sides of a pair alike
+    paired = [ing_s[i] / ((raw_s[i] + raw_s[i + 1]) / 2) - 1.0 for i in range(min(len(ing_s), len(raw_s) - 1))]
+    overhead_paired = statistics.median(paired) if paired else overhead_best
     last = ingests[-1]
     re_ = last["reingest"]
     all_unchanged = re_["ingested"] == 0 and re_["unchanged"] == n and not re_["rejected"]
@@ -319,11 +324,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ingest_median": rate(statistics.median(ing_s)),
         "reingest": rate(re_["seconds"], **{k: v for k, v in re_.items() if k != "seconds"}, all_unchanged=all_unchanged),
         "store": last["store"],
-        "registry_overhead_pct": round(overhead_best * 100, 2),
+        "registry_overhead_pct": round(overhead_paired * 100, 2),
+        "registry_overhead_pairs_pct": [round(x * 100, 2) for x in paired],
+        "registry_overhead_best_pct": round(overhead_best * 100, 2),
         "registry_overhead_median_pct": round(overhead_median * 100, 2),
-        "overhead_definition": "best ingest / best raw embed - 1 (min over runs: the least disturbed); median/median beside it",
+        "overhead_definition": "median over ingests of ingest / mean(raw pass before, raw pass after) - 1 (paired: drifting load "
+                               "hits both sides); best/best and median/median beside it",
         "target_overhead_pct": 15.0,
-        "meets_target": overhead_best <= 0.15,
+        "meets_target": overhead_paired <= 0.15,
         "peak_rss_mb": peak_rss_mb(),
     }
 
@@ -353,8 +361,9 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     print()
     verdict = "meets" if r["meets_target"] else "MISSES"
     print(f"raw embed best {r['raw_embed_best']['chunks_per_s']:.1f} chunks/s, ingest best {r['ingest_best']['chunks_per_s']:.1f} chunks/s")
-    print(f"registry overhead = best ingest / best raw embed - 1 = {r['registry_overhead_pct']:+.1f} % "
-          f"({verdict} the <= {r['target_overhead_pct']:.0f} % target; median/median {r['registry_overhead_median_pct']:+.1f} %)")
+    print(f"registry overhead = median of ingest / mean(raw before, raw after) - 1 = {r['registry_overhead_pct']:+.1f} % "
+          f"(pairs {', '.join(f'{x:+.1f}' for x in r['registry_overhead_pairs_pct'])} %; {verdict} the <= {r['target_overhead_pct']:.0f} % target; "
+          f"best/best {r['registry_overhead_best_pct']:+.1f} %, median/median {r['registry_overhead_median_pct']:+.1f} %)")
     last = ings[-1]
     print(f"Mem0 registry adds: {last['mem0_register_chunk_adds']:,} per ingest, {r['reingest']['mem0_register_chunk_adds']} on re-ingest; "
           f"model calls made from inside Mem0: {last['mem0_model_calls_inside_mem0']}; embed calls per ingest: {last['embed_calls']}")
