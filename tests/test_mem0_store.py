@@ -102,3 +102,16 @@ def test_store_refuses_other_engines_than_it_was_created_with(tmp_path, embedder
         Store.open(tmp_path / "s", config=other, embedder=embedder)
     with Store.open(tmp_path / "s", embedder=embedder):  # the lock was released by the refused open
         pass
+
+
+def test_store_from_before_the_manifest_is_recognised(tmp_path, embedder):
+    """A store written before store.json existed kept Mem0 in qdrant-client local mode: opening it with the
+    edge default must say so instead of showing an empty registry."""
+    local = load_config(environ={"RETRIEVAL_NODE_MEM0_VECTOR_STORE": "qdrant"})
+    with Store.open(tmp_path / "old", config=local, embedder=embedder) as store:
+        store.registry.add_audit("D-A", "Retrieval aud_1", {"audit_id": "aud_1"})
+    (tmp_path / "old" / "store.json").unlink()
+    with pytest.raises(ConfigError, match="mem0_vector_store: qdrant"):
+        Store.open(tmp_path / "old", embedder=embedder)
+    with Store.open(tmp_path / "old", config=local, embedder=embedder) as store:
+        assert [e["audit_id"] for e in store.registry.audit_entries("D-A")] == ["aud_1"]
