@@ -93,6 +93,16 @@ def term_pattern(term: str) -> re.Pattern[str]:
     return re.compile(r"(?<![a-z0-9])" + "".join(parts) + r"(?:e?s)?(?![a-z0-9])")
 
 
+@lru_cache(maxsize=256)
+def any_term_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex that matches wherever any of ``terms`` (as :func:`term_pattern` spells them) matches:
+    a chunk in which it finds nothing cannot carry a lexicon mention, so the per-term scan is skipped."""
+    if not terms:
+        return None
+    bodies = [term_pattern(t).pattern[len(r"(?<![a-z0-9])"):-len(r"(?:e?s)?(?![a-z0-9])")] for t in dict.fromkeys(terms)]
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(bodies) + r")(?:e?s)?(?![a-z0-9])")
+
+
 @dataclass(frozen=True, slots=True)
 class RiskMatch:
     term: str
@@ -179,6 +189,8 @@ def _heading_lines(original: str) -> set[str]:
     out = set()
     for line in original.splitlines():
         stripped = line.strip(" -=*#\t")
+        if not stripped.isupper():  # fast exit: a lower-case letter, or no cased letter at all, is never a heading
+            continue
         letters = [c for c in stripped if c.isalpha()]
         if (letters and all(c.isupper() for c in letters) and re.search(r",|&", stripped)
                 and "$" not in stripped and not _REGISTRATION.search(stripped)):
@@ -340,13 +352,14 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     of its mentions reaches :data:`MATERIAL_WEIGHT`.
     """
     low = normalise_ocr(text)
-    headings = _heading_lines(text)
     matches: list[RiskMatch] = []
     seen_terms: set[str] = set()
-    for domain in domains:
-        spec = lexicon.domains.get(domain)
-        if spec is None:
-            continue
+    specs = [lexicon.domains[d] for d in domains if d in lexicon.domains]
+    union = any_term_pattern(tuple(t.term for spec in specs for t in spec.terms))
+    if union is None or union.search(low) is None:
+        specs = []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
+    headings = _heading_lines(text) if specs else set()
+    for spec in specs:
         for t in spec.terms:
             if t.term in seen_terms:
                 continue
