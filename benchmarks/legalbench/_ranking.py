@@ -70,7 +70,7 @@ class LexicalIndex:
         return np.asarray(self._model.get_scores(q), dtype=np.float64)
 
 
-def _minmax(x: np.ndarray) -> np.ndarray:
+def minmax(x: np.ndarray) -> np.ndarray:
     if x.size == 0:
         return x
     lo, hi = float(x.min()), float(x.max())
@@ -96,13 +96,13 @@ def fuse(dense: np.ndarray, lexical: np.ndarray, *, method: str = "rrf", weight:
     if method == "rrf":
         return (1 - weight) / (k + _ranks(dense)) + weight / (k + _ranks(lexical))
     if method == "norm":
-        return (1 - weight) * _minmax(dense) + weight * _minmax(lexical)
+        return (1 - weight) * minmax(dense) + weight * minmax(lexical)
     raise ValueError(f"unknown fusion method {method!r}")
 
 
 def neighbour_smooth(scores: np.ndarray, lam: float) -> np.ndarray:
     """``s_i + lam·max(s_{i-1}, s_{i+1})`` on min-max normalised scores (reading order; edges see 0)."""
-    s = _minmax(np.asarray(scores, dtype=np.float64))
+    s = minmax(np.asarray(scores, dtype=np.float64))
     if lam == 0 or s.size < 2:
         return s
     left = np.r_[0.0, s[:-1]]
@@ -121,6 +121,45 @@ def section_headings(text: str, starts: Sequence[int]) -> list[str]:
     for s in starts:
         i = bisect.bisect_right(pos, s) - 1
         out.append(found[i][1] if i >= 0 else "")
+    return out
+
+
+_ARTICLE = re.compile(
+    r"(?:(?:ARTICLE|Article)\s+[\dIVX]+\.?\s+|(?:^|\n)[ \t]*\d{1,2}\.[ \t]+)([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})"
+)
+_SECTION = re.compile(
+    r"(?:(?:Section|SECTION)\s+|(?:^|\n|[ \t]{3,})[ \t]*)(\d{1,2}\.\d{1,2}[a-z]?)\.?[ \t]+([A-Z“\"][^\n.]{2,100}?)(?:\.\s|\n|[ \t]{3,})"
+)
+_SMALL_WORDS = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "of", "on", "or", "the", "to", "with", "upon", "under", "pending", "prior"}
+
+
+def _title_like(title: str) -> bool:
+    """Headings are title case ("Conduct of Business Pending the Merger"); running text is not."""
+    if re.search(r"\d|\bmeans?\b|\bshall\b|\bmeaning\b", title):
+        return False
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z’'\-]*", title) if w.lower() not in _SMALL_WORDS]
+    return bool(words) and len(words) <= 12 and sum(w[0].isupper() for w in words) >= 0.75 * len(words)
+
+
+def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
+    """For each chunk start, "<article title> / <section title>" of the headings at or before it.
+
+    Sections are "Section 6.2 No Solicitation." or a bare "6.2   Solicitation of
+    Transactions." at a line start or after a paragraph gap, title case only (so a
+    sentence that starts after a cross-reference is not taken for a title). A
+    section heading before the current article's heading is dropped.
+    """
+    arts = [(m.start(), m.group(1).strip()) for m in _ARTICLE.finditer(text) if _title_like(m.group(1))]
+    secs = [(m.start(2) if m.group(2) else m.start(), m.group(2).strip()) for m in _SECTION.finditer(text) if _title_like(m.group(2))]
+    apos = [p for p, _t in arts]
+    spos = [p for p, _t in secs]
+    out = []
+    for s in starts:
+        i = bisect.bisect_right(apos, s) - 1
+        j = bisect.bisect_right(spos, s) - 1
+        art = arts[i] if i >= 0 else (-1, "")
+        sec = secs[j] if j >= 0 and secs[j][0] >= art[0] else (-1, "")
+        out.append(f"{art[1]} / {sec[1]}" if art[1] or sec[1] else "")
     return out
 
 
@@ -178,4 +217,4 @@ def order(scores: np.ndarray) -> list[int]:
     return [int(i) for i in np.lexsort((np.arange(len(scores)), -np.asarray(scores)))]
 
 
-__all__ = ["LexicalIndex", "clean_question", "defines_term", "fuse", "light_stem", "neighbour_smooth", "order", "quoted_terms", "section_headings", "toc_like", "tokenize"]
+__all__ = ["LexicalIndex", "clean_question", "defines_term", "fuse", "heading_paths", "light_stem", "minmax", "neighbour_smooth", "order", "quoted_terms", "section_headings", "toc_like", "tokenize"]

@@ -91,12 +91,15 @@ from _ranking import (
     clean_question,
     defines_term,
     fuse,
+    heading_paths,
+    minmax,
     neighbour_smooth,
     order,
     quoted_terms,
     section_headings,
     toc_like,
 )
+from _expansion import Profile, profile_for
 from _routing import DocumentRouter
 
 NAME = "legalbench"
@@ -124,17 +127,28 @@ class DocIndex:
     tokens: list[int] = field(default_factory=list)
     contents: list[str] = field(default_factory=list)
     headings: list[str] = field(default_factory=list)  # section title each chunk sits in (BM25 text only)
+    paths: list[str] = field(default_factory=list)     # "<article title> / <section title>" (heading boost of the expansion)
     toc: np.ndarray | None = None                       # table-of-contents chunks
     windows: int = 0
     _lexical: LexicalIndex | None = None
-    _lexical_headings: bool = True
+    _lexical_headings: str = "section"
+    _heading_hits: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def lexical(self, headings: bool = True) -> LexicalIndex:
+    def lexical(self, headings: str = "section") -> LexicalIndex:
+        """BM25 over the chunks, each prefixed with its section title (``section``), its article and section titles (``path``) or nothing (``none``)."""
         if self._lexical is None or self._lexical_headings != headings:
-            texts = [f"{h} {c}" if headings and h else c for h, c in zip(self.headings, self.contents, strict=True)]
+            prefix = {"section": self.headings, "path": self.paths}.get(headings) or [""] * len(self.contents)
+            texts = [f"{h} {c}" if h else c for h, c in zip(prefix, self.contents, strict=True)]
             self._lexical = LexicalIndex(texts)
             self._lexical_headings = headings
         return self._lexical
+
+    def heading_hits(self, profile: Profile) -> np.ndarray:
+        """1.0 for chunks whose article or section title matches the profile's heading pattern."""
+        if profile.name not in self._heading_hits:
+            pat = profile.headings
+            self._heading_hits[profile.name] = np.array([bool(pat and h and pat.search(h)) for h in self.paths], dtype=np.float64)
+        return self._heading_hits[profile.name]
 
 
 def build_chunks(corpus: Path, files: list[str], deal_id: str, max_chars: int, counter: Any) -> tuple[dict[str, list[Any]], dict[str, Any]]:
@@ -261,6 +275,7 @@ def load_index(store: Any, deal_id: str, corpus: Path, files: list[str]) -> tupl
         d.windows += int(p.get("n_windows", 1))
     for f, d in docs.items():
         d.headings = section_headings(texts[f], [r[0][0] for r in d.ranges])
+        d.paths = heading_paths(texts[f], [r[0][0] for r in d.ranges])
         d.toc = np.array([toc_like(c) for c in d.contents], dtype=bool)
     registered = store.registry.registered_chunk_ids(deal_id)
     ids = {c for d in docs.values() for c in d.chunk_ids}
@@ -272,6 +287,28 @@ def load_index(store: Any, deal_id: str, corpus: Path, files: list[str]) -> tupl
         "documents_missing": sorted(f for f, d in docs.items() if not d.chunk_ids),
     }
     return docs, info
+
+
+def existing_store_engines(home: Path) -> dict[str, str]:
+    """Engines an existing store was built with, so a kept store opens after the library's defaults changed.
+
+    ``store.json`` when present; a store from before the manifest with Mem0 in
+    qdrant-client local mode (``qdrant/collection/<prefix>_mem0``, no ``mem0_edge``)
+    reads as ``mem0_vector_store: qdrant``. Environment settings still win.
+    """
+    import json
+
+    out: dict[str, str] = {}
+    manifest = home / "store.json"
+    if manifest.exists():
+        try:
+            recorded = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        out = {k: str(recorded[k]) for k in ("vector_backend", "mem0_vector_store") if k in recorded}
+    elif (home / "qdrant" / "collection").is_dir() and any((home / "qdrant" / "collection").glob("*_mem0")) and not (home / "mem0_edge").exists():
+        out = {"mem0_vector_store": "qdrant"}
+    return {k: v for k, v in out.items() if f"RETRIEVAL_NODE_{k.upper()}" not in os.environ}
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -297,9 +334,20 @@ def _expand(docs: list[DocIndex], pairs: list[tuple[int, int]], scores: list[flo
     return Ranked(spans, toks, ids, sc)
 
 
+@dataclass(slots=True)
+class ExpansionSettings:
+    """How the hand-written label profiles (``_expansion.py``) enter the ranking; all off by default."""
+
+    enabled: bool = False
+    clause_weight: float = 0.0   # dense = (1-b)·sim(question) + b·max sim(pseudo-clauses)
+    term_weight: float = 0.0     # lexical = (1-a)·mm(BM25(question)) + a·mm(BM25(profile terms))
+    heading_boost: float = 0.0   # added to the fused score of chunks under a matching article/section title
+
+
 class Retriever:
     def __init__(self, store: Any, deal_id: str, docs: dict[str, DocIndex], *, fusion: str, lexical_weight: float, rrf_k: float,
-                 smooth: float = 0.0, headings: bool = True, toc_last: bool = True, define_boost: float = 0.0) -> None:
+                 smooth: float = 0.0, headings: str = "section", toc_last: bool = True, define_boost: float = 0.0,
+                 expansion: ExpansionSettings | None = None, embedder: Any = None) -> None:
         from retrieval_node.backends.vectors import SearchScope
 
         self.store = store
@@ -312,7 +360,11 @@ class Retriever:
         self.headings = headings
         self.toc_last = toc_last
         self.define_boost = define_boost
+        self.expansion = expansion or ExpansionSettings()
+        self.embedder = embedder
         self._defines: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+        self._clause_vecs: dict[str, np.ndarray] = {}
+        self._dense_cache: dict[tuple[str, str, int], np.ndarray] = {}
         self._scope = SearchScope
         self._pos = {cid: (f, i) for f, d in docs.items() for i, cid in enumerate(d.chunk_ids)}
         self._flat: list[tuple[str, int]] = [(f, i) for f, d in docs.items() for i in range(len(d.chunk_ids))]
@@ -334,23 +386,52 @@ class Retriever:
             self._defines[key] = np.array([defines_term(c, terms) for c in d.contents], dtype=np.float64)
         return self._defines[key]
 
-    def rank_documents(self, files: list[str], vec: np.ndarray, question: str, terms: tuple[str, ...] = ()) -> Ranked:
-        """Chunks of ``files`` ranked: dense (store) + BM25 (per document) fused, defined-term boost, neighbour smoothing."""
+    def _dense(self, d: DocIndex, vec: np.ndarray) -> np.ndarray:
+        """MiniLM similarity of every chunk of ``d`` to ``vec`` through the store (best window per chunk; -1 if absent)."""
+        hits = self._search(vec, self._scope(deal_id=self.deal_id, chunk_ids=tuple(d.chunk_ids)), max(d.windows, 1))
+        dense = np.full(len(d.chunk_ids), -1.0)
+        for h in hits:
+            f, i = self._pos.get(h.chunk_id, (None, -1))
+            if f == d.file and h.score > dense[i]:
+                dense[i] = h.score
+        return dense
+
+    def _clause_dense(self, d: DocIndex, profile: Profile) -> np.ndarray:
+        """Best similarity of each chunk to any of the profile's pseudo-clauses (same for every query of the label: cached)."""
+        if profile.name not in self._clause_vecs:
+            self._clause_vecs[profile.name] = np.asarray(self.embedder.embed(list(profile.clauses)))
+        out = None
+        for k, v in enumerate(self._clause_vecs[profile.name]):
+            key = (d.file, profile.name, k)
+            if key not in self._dense_cache:
+                self._dense_cache[key] = self._dense(d, v)
+            out = self._dense_cache[key] if out is None else np.maximum(out, self._dense_cache[key])
+        return out if out is not None else np.zeros(len(d.chunk_ids))
+
+    def rank_documents(self, files: list[str], vec: np.ndarray, question: str, terms: tuple[str, ...] = (),
+                       profile: Profile | None = None) -> Ranked:
+        """Chunks of ``files`` ranked: dense (store) + BM25 (per document) fused, label expansion, defined-term boost, neighbour smoothing."""
         docs = [self.docs[f] for f in files if f in self.docs and self.docs[f].chunk_ids]
         if not docs:
             return Ranked([], [], [], [])
+        ex = self.expansion
+        if not ex.enabled:
+            profile = None
         pairs: list[tuple[int, int]] = []
         fused_all: list[np.ndarray] = []
         for di, d in enumerate(docs):
-            hits = self._search(vec, self._scope(deal_id=self.deal_id, chunk_ids=tuple(d.chunk_ids)), max(d.windows, 1))
-            dense = np.full(len(d.chunk_ids), -1.0)
-            for h in hits:  # best window per chunk
-                f, i = self._pos.get(h.chunk_id, (None, -1))
-                if f == d.file and h.score > dense[i]:
-                    dense[i] = h.score
-            fused = fuse(dense, d.lexical(self.headings).scores(question), method=self.fusion, weight=self.w, k=self.rrf_k)
+            dense = self._dense(d, vec)
+            lexical = d.lexical(self.headings).scores(question)
+            if profile is not None:
+                if ex.clause_weight and profile.clauses and self.embedder is not None:
+                    dense = (1 - ex.clause_weight) * dense + ex.clause_weight * self._clause_dense(d, profile)
+                if ex.term_weight and profile.terms:
+                    lexical = (1 - ex.term_weight) * minmax(lexical) + ex.term_weight * minmax(d.lexical(self.headings).scores(profile.terms))
+            fused = fuse(dense, lexical, method=self.fusion, weight=self.w, k=self.rrf_k)
             if terms and self.define_boost:
                 fused = fused + self.define_boost * self._defining(d, terms)
+            if profile is not None and ex.heading_boost and profile.headings is not None:
+                fused = fused + ex.heading_boost * d.heading_hits(profile)
             fused = neighbour_smooth(fused, self.smooth)  # min-max normalised per document, then neighbours
             if self.toc_last and d.toc is not None:
                 fused = fused - 10.0 * d.toc
@@ -444,7 +525,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rrf-k", type=float, default=60.0)
     ap.add_argument("--smooth", type=float, default=0.4, help="neighbour smoothing λ (0 disables)")
     ap.add_argument("--define-boost", type=float, default=1.0, help="added to the fused score of chunks defining a term the question quotes (0 disables)")
-    ap.add_argument("--no-headings", action="store_true", help="BM25 over chunk content only (no section title)")
+    ap.add_argument("--no-headings", action="store_true", help="BM25 over chunk content only (same as --bm25-headings none)")
+    ap.add_argument("--bm25-headings", choices=("section", "path", "none"), default="section",
+                    help="prefix of each chunk's BM25 text: its section title, its article + section titles, or nothing")
+    ap.add_argument("--no-label-expansion", action="store_true",
+                    help="rank MAUD category-label questions by their own words only (no hand-written profiles from _expansion.py)")
+    ap.add_argument("--clause-weight", type=float, default=0.7,
+                    help="label expansion: share of the similarity to the profile's pseudo-clauses in the dense score")
+    ap.add_argument("--term-weight", type=float, default=0.7, help="label expansion: share of BM25 of the profile's terms in the lexical score")
+    ap.add_argument("--heading-boost", type=float, default=0.2,
+                    help="label expansion: added to chunks whose article/section title matches the profile's headings")
     ap.add_argument("--no-toc-last", action="store_true", help="do not rank table-of-contents chunks last")
     ap.add_argument("--no-clean-question", action="store_true", help="keep generic lead-ins ('What is the ...') in the question")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
@@ -514,8 +604,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from retrieval_node.store import Store
     from retrieval_node.tokens import TiktokenCounter
 
-    config = load_config()
-    rc = config.retrieval
     deal_id = f"legalbench-{subset}-c{args.chunk_chars}"
     tmp_root: Path | None = None
     if args.smoke and not args.workdir:
@@ -526,6 +614,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.fresh and workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    engines = existing_store_engines(workdir / "store")
+    config = load_config(environ={**os.environ, **{f"RETRIEVAL_NODE_{k.upper()}": v for k, v in engines.items()}})
+    rc = config.retrieval
+    if engines:
+        deviations.append(f"existing store opened with the engines it was built with: {engines}")
 
     if log:
         print(f"LegalBench-RAG {subset}: {len(queries)} queries, {len(indexed)} documents indexed ({index_mode}), "
@@ -569,10 +662,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         unknown = set(modes) - set(MODES)
         if unknown:
             raise SystemExit(f"unknown mode(s) {sorted(unknown)}; choose from {MODES}")
+        bm25_headings = "none" if args.no_headings else args.bm25_headings
+        expansion = ExpansionSettings(enabled=not args.no_label_expansion, clause_weight=args.clause_weight,
+                                      term_weight=args.term_weight, heading_boost=args.heading_boost)
         retriever = Retriever(store, deal_id, docs, fusion=args.fusion, lexical_weight=args.lexical_weight, rrf_k=args.rrf_k,
-                              smooth=args.smooth, headings=not args.no_headings, toc_last=not args.no_toc_last,
-                              define_boost=args.define_boost)
+                              smooth=args.smooth, headings=bm25_headings, toc_last=not args.no_toc_last,
+                              define_boost=args.define_boost, expansion=expansion, embedder=embedder)
         terms = [tuple(quoted_terms(q.question)) for q in queries]
+        profiles = [profile_for(q.question) for q in queries]
         questions = [q.question if args.no_clean_question else clean_question(q.question) for q in queries]
 
         t = time.perf_counter()
@@ -595,7 +692,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             gold_files = list(q.gold_files)
             qrels[qid] = {cid: 1 for f in gold_files if f in docs for cid, rr in zip(docs[f].chunk_ids, docs[f].ranges, strict=True)
                           if any(a < e and s < b for a, b in rr for gf, s, e in q.gold if gf == f)}
-            rec: dict[str, Any] = {"index": q.index, "gold_files": gold_files}
+            rec: dict[str, Any] = {"index": q.index, "gold_files": gold_files, "question": q.question,
+                                   "profile": profiles[n].name if profiles[n] and expansion.enabled else None}
             routed: str | None = None
             if q.document_hint:
                 if q.document_hint not in route_cache:
@@ -609,9 +707,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for m in modes:
                 t0 = time.perf_counter()
                 if m == "gold_doc":
-                    ranked = retriever.rank_documents(gold_files, qvec_q[n], questions[n], terms[n])
+                    ranked = retriever.rank_documents(gold_files, qvec_q[n], questions[n], terms[n], profiles[n])
                 elif m == "corpus" and routed is not None:
-                    ranked = retriever.rank_documents([routed], qvec_q[n], questions[n], terms[n])
+                    ranked = retriever.rank_documents([routed], qvec_q[n], questions[n], terms[n], profiles[n])
                 else:  # unrouted, or a query without a "Consider ...;" part
                     vec = qvec_full[n] if qvec_full is not None else qvec_q[n]
                     ranked = retriever.rank_unrouted(vec, q.text)
@@ -630,6 +728,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         timings["retrieval_and_scoring_s"] = round(time.perf_counter() - t, 2)
 
         results = {m: aggregate(rows[m]) for m in modes}
+        for m in modes:  # per question label (MAUD asks the same ~19 questions of every agreement)
+            by_q: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for q, row in zip(queries, rows[m], strict=True):
+                by_q[q.question].append(row)
+            if len(by_q) <= 40:
+                results[m]["by_question"] = {k: {"queries": len(v), "p@1_pct": round(100 * statistics.mean(r["p"][1] for r in v), 1),
+                                                 "r@8_pct": round(100 * statistics.mean(r["r"][8] for r in v), 1),
+                                                 "r@64_pct": round(100 * statistics.mean(r["r"][64] for r in v), 1)}
+                                             for k, v in sorted(by_q.items(), key=lambda kv: -len(kv[1]))}
         for m in modes:
             results[m]["retrieval_ms_p50"] = round(statistics.median(retrieve_ms[m]), 2) if retrieve_ms[m] else None
         routing = {"queries_with_hint": len(doc_runs), "top1_correct": routed_ok,
@@ -661,7 +768,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          + " (dense and BM25); corpus_unrouted uses the full query",
         "smooth": args.smooth,
         "define_boost": args.define_boost,
-        "headings_in_bm25": not args.no_headings,
+        "headings_in_bm25": bm25_headings,
+        "label_expansion": {"enabled": expansion.enabled, "clause_weight": args.clause_weight, "term_weight": args.term_weight,
+                            "heading_boost": args.heading_boost, "queries_with_a_profile": sum(p is not None for p in profiles),
+                            "profiles": "hand-written, _expansion.py (general M&A drafting wording, not learned from gold answers)"},
         "toc_last": not args.no_toc_last,
         "dense": f"store.chunks.search with SearchScope(deal_id, chunk_ids=<document's chunks>), limit = the document's windows; best window per chunk; MiniLM windows of {rc.window_tokens} word pieces, overlap {rc.window_overlap_tokens}",
         "lexical": "bm25s BM25 (k1 1.2, b 0.75) over the document's chunks (each prefixed with its section title), English stop words, light plural/-ing/-ed stemmer",
@@ -731,6 +841,11 @@ def print_report(payload: dict[str, Any], out: Path) -> None:
     prow = [[m, *[payload["results"][m]["precision_at_k_pct"][str(k)] for k in KS]] for m in s["modes"] if payload["results"][m].get("queries")]
     print("precision@k, %")
     print(table(["mode", *[f"P@{k}" for k in KS]], prow))
+    first = next((m for m in s["modes"] if payload["results"][m].get("by_question")), None)
+    if first and len(payload["results"][first]["by_question"]) > 1:
+        bq = payload["results"][first]["by_question"]
+        print(f"per question ({first} mode), %")
+        print(table(["question", "n", "P@1", "R@8", "R@64"], [[k[:70], v["queries"], v["p@1_pct"], v["r@8_pct"], v["r@64_pct"]] for k, v in bq.items()]))
     if "ranx" in payload["results"]:
         rx = payload["results"]["ranx"]
         keys = ["hit_rate@1", "hit_rate@4", "hit_rate@16", "hit_rate@64", "mrr@64", "ndcg@10"]
