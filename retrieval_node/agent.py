@@ -326,7 +326,11 @@ class RetrievalAgent:
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
         profile = self._profile(intent)
         share = profile.risk_budget_share if profile is not None else 1.0
-        sel = self.packager.select(scored, budget=budget, overhead=overhead, zones=intent.required_structural_zones or (), risk_share=share) if scored else Selection()
+        def excerpt_for(chunk: ChunkView) -> tuple[int, int] | None:
+            return self.ranker.excerpt_span(chunk.content_hash, chunk.content, domains)
+
+        sel = self.packager.select(scored, budget=budget, overhead=overhead, zones=intent.required_structural_zones or (), risk_share=share,
+                                   excerpt_for=excerpt_for) if scored else Selection()
         timings["packaging_ms"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
@@ -436,7 +440,8 @@ class RetrievalAgent:
             "trust": trust.model_dump(mode="json"),
             "package": package.model_dump(mode="json"),
             "summary": summary.model_dump(mode="json"),
-            "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict()} for cid in selected_ids],
+            "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict(),
+                          "excerpt": list(sel.chosen[cid].span) if sel.chosen[cid].span is not None else None} for cid in selected_ids],
             "rejected": [{"chunk_id": cid, "reason": why} for cid, why in sorted(sel.excluded.items())],
             "candidates": [{"chunk_id": cid, "section_type": s.chunk.section_type, "page_range": s.chunk.page_range, "document_id": s.chunk.document_id, "origin": s.origin, "terms": s.terms.as_dict()} for cid, s in sorted(scored_by_id.items())],
             "coverage": {"required": report.required, "covered": report.covered, "partial": {k: list(v) for k, v in report.partial.items()}, "absent": report.absent, "unfit": report.unfit},
@@ -512,6 +517,11 @@ class RetrievalAgent:
     @staticmethod
     def _exclusions(sel: Selection, scored: dict[str, Scored], report: CoverageReport) -> str:
         parts: list[str] = []
+        for cid in sorted(sel.chosen):
+            s = sel.chosen[cid]
+            if s.span is not None:
+                parts.append(f"EXCERPTED (budget): {s.chunk.document_id} p{s.chunk.page_range} characters {s.span[0]}-{s.span[1]} "
+                             f"of {len(s.chunk.content)} quoted; the whole chunk {cid[:12]} is available with get_chunk")
         over = [(cid, why) for cid, why in sorted(sel.excluded.items())]
         risky_out = [(cid, why) for cid, why in over if scored.get(cid) is not None and scored[cid].material]
         for cid, why in risky_out:

@@ -304,6 +304,11 @@ class ChunkReference(BaseModel):
 
     ``redacted`` references carry provenance only: ``content`` is empty and the
     caller's trust did not reach the text.
+
+    ``char_start`` / ``char_end`` are None when ``content`` is the whole chunk. When the
+    chunk did not fit the budget whole, the packager may quote a contiguous part of it:
+    ``content == chunk.content[char_start:char_end]`` verbatim, while ``content_hash``
+    stays the hash of the whole chunk (its provenance; ``get_chunk`` returns the whole).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -319,12 +324,25 @@ class ChunkReference(BaseModel):
     zones: list[str] = Field(default_factory=list)
     sensitivity: Sensitivity = Sensitivity.CONFIDENTIAL
     redacted: bool = False
+    char_start: int | None = Field(None, ge=0, description="Excerpt start in the chunk's content; None = whole chunk.")
+    char_end: int | None = Field(None, gt=0, description="Excerpt end (exclusive) in the chunk's content; None = whole chunk.")
 
     @model_validator(mode="after")
     def _redacted_has_no_content(self) -> ChunkReference:
         if self.redacted and self.content:
             raise ValueError("a redacted reference must not carry content")
+        if (self.char_start is None) != (self.char_end is None):
+            raise ValueError("char_start and char_end: give both (an excerpt) or neither (the whole chunk)")
+        if self.char_start is not None and self.char_end is not None:
+            if self.char_end <= self.char_start:
+                raise ValueError(f"char_end ({self.char_end}) must be greater than char_start ({self.char_start})")
+            if not self.redacted and len(self.content) != self.char_end - self.char_start:
+                raise ValueError(f"content has {len(self.content)} characters but the excerpt {self.char_start}-{self.char_end} spans {self.char_end - self.char_start}")
         return self
+
+    @property
+    def excerpt(self) -> bool:
+        return self.char_start is not None
 
 
 class ContextPackage(BaseModel):

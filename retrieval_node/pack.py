@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .models import ChunkReference, ContextPackage
@@ -36,6 +36,8 @@ PREAMBLE = (
 
 #: Risk at or above this is never evicted to make room for a required zone.
 STRONG_RISK = 0.9
+#: Tokens kept per risk chunk still to be placed, when excerpts are allowed (about one excerpt block).
+EXCERPT_RESERVE_TOKENS = 220
 
 
 @dataclass(slots=True)
@@ -44,6 +46,7 @@ class Scored:
     terms: ScoreTerms
     group: int = 0
     origin: str = "search"  # search | zone:<name> | broadened
+    span: tuple[int, int] | None = None  # a verbatim excerpt content[start:end] instead of the whole chunk
 
     @property
     def material(self) -> bool:
@@ -75,8 +78,9 @@ def render_block(ref: ChunkReference, n: int) -> str:
     its citation id, source and pages, and an end marker derived from the content hash."""
     fence = fence_for(ref.content, ref.content_hash)
     body = ref.content if not ref.redacted else f"[REDACTED: {ref.sensitivity.value} document; content withheld from this caller]"
+    part = f" | excerpt, characters {ref.char_start}-{ref.char_end} of the chunk" if ref.char_start is not None else ""
     return (
-        f"<<<EVIDENCE E{n} {fence} | {ref.document_id} | {ref.section_type.value} | pages {ref.page_range}>>>\n"
+        f"<<<EVIDENCE E{n} {fence} | {ref.document_id} | {ref.section_type.value} | pages {ref.page_range}{part}>>>\n"
         f"{body}\n"
         f"<<<END E{n} {fence}>>>"
     )
@@ -90,18 +94,21 @@ def render_evidence(deal_id: str, intent_id: str, agent_id: str, refs: Sequence[
     return head + "".join("\n" + render_block(r, i) + "\n" for i, r in enumerate(refs, start=1))
 
 
-def to_reference(chunk: ChunkView) -> ChunkReference:
+def to_reference(chunk: ChunkView, span: tuple[int, int] | None = None) -> ChunkReference:
+    """The whole chunk, or with ``span`` the verbatim excerpt ``content[start:end]``."""
     return ChunkReference(
         chunk_id=chunk.chunk_id,
         document_id=chunk.document_id,
         document_role=chunk.document_role,
         section_type=chunk.section_type,
         page_range=chunk.page_range,
-        content=chunk.content,
+        content=chunk.content if span is None else chunk.content[span[0]:span[1]],
         content_hash=chunk.content_hash,
         created_at=chunk.document_created_at,
         zones=list(chunk.zones),
         sensitivity=chunk.sensitivity,
+        char_start=None if span is None else span[0],
+        char_end=None if span is None else span[1],
     )
 
 
@@ -121,6 +128,7 @@ class ContextPackager:
     def __init__(self, tokens: TokenCounter) -> None:
         self.tokens = tokens
         self._cost_cache: dict[str, int] = {}
+        self._excerpt_cost_cache: dict[tuple[str, int, int], int] = {}
 
     def block_cost(self, chunk: ChunkView) -> int:
         """Tokens of one rendered block (with a two-digit citation id) plus its separators."""
@@ -132,16 +140,44 @@ class ContextPackager:
             self._cost_cache[chunk.chunk_id] = cost
         return cost
 
+    def excerpt_cost(self, chunk: ChunkView, span: tuple[int, int]) -> int:
+        """Tokens of the rendered block quoting ``content[start:end]`` (with a two-digit citation id)."""
+        key = (chunk.chunk_id, span[0], span[1])
+        cost = self._excerpt_cost_cache.get(key)
+        if cost is None:
+            cost = self.tokens.count("\n" + render_block(to_reference(chunk, span), 99) + "\n")
+            if len(self._excerpt_cost_cache) > 100_000:
+                self._excerpt_cost_cache.clear()
+            self._excerpt_cost_cache[key] = cost
+        return cost
+
+    def cost(self, s: Scored) -> int:
+        """What ``s`` costs as selected: its whole block, or its excerpt's."""
+        return self.block_cost(s.chunk) if s.span is None else self.excerpt_cost(s.chunk, s.span)
+
     def overhead(self, deal_id: str, intent_id: str, agent_id: str) -> int:
         return self.tokens.count(PREAMBLE.format(agent_id=agent_id, deal_id=deal_id, intent_id=intent_id))
 
     def used(self, sel: Selection, overhead: int) -> int:
-        return overhead + sum(self.block_cost(s.chunk) for s in sel.chosen.values())
+        return overhead + sum(self.cost(s) for s in sel.chosen.values())
 
-    def select(self, scored: Sequence[Scored], *, budget: int, overhead: int, zones: Sequence[str] = (), risk_share: float = 1.0) -> Selection:
+    def select(
+        self,
+        scored: Sequence[Scored],
+        *,
+        budget: int,
+        overhead: int,
+        zones: Sequence[str] = (),
+        risk_share: float = 1.0,
+        excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None,
+    ) -> Selection:
         """Risk chunks first (on equal risk: those in a required ``zones`` entry, then cheaper), then the rest by score.
 
-        The risk phase may use ``risk_share`` of the budget; what it leaves out
+        The risk phase may use ``risk_share`` of the budget. A risk chunk goes in whole when that
+        leaves room for an excerpt-sized share of every risk chunk after it; otherwise, when
+        ``excerpt_for(chunk)`` gives a span, as that verbatim excerpt (so a tight budget carries
+        the passage of every risk before the whole text of a few). Excerpts are upgraded to the
+        whole chunk, strongest first, while the risk room allows. What the risk phase leaves out
         competes with everything else by combined score.
         """
         sel = Selection()
@@ -152,16 +188,39 @@ class ContextPackager:
         )
         remaining = budget - overhead
         risk_room = int(remaining * risk_share)
-        for s in risky:
+        # room kept for the risk chunks still to place: an excerpt's worth each, or the whole block if smaller
+        need = [min(self.block_cost(s.chunk), EXCERPT_RESERVE_TOKENS) if excerpt_for is not None else 0 for s in risky]
+        after = [sum(need[i + 1:]) for i in range(len(risky))]
+        for i, s in enumerate(risky):
             cost = self.block_cost(s.chunk)
-            if cost <= min(remaining, risk_room):
-                self.add(sel, s, f"material risk ({', '.join(s.terms.risk_kinds)}), risk {s.terms.risk:.2f}")
-                remaining -= cost
-                risk_room -= cost
+            room = min(remaining, risk_room)
+            kinds = ", ".join(s.terms.risk_kinds)
+            span = None
+            if cost + after[i] > room and excerpt_for is not None:
+                span = excerpt_for(s.chunk)
+            if span is not None and (cost + after[i] > room) and self.excerpt_cost(s.chunk, span) <= room:
+                s.span = span
+                cost = self.excerpt_cost(s.chunk, span)
+                self.add(sel, s, f"material risk ({kinds}), risk {s.terms.risk:.2f}; verbatim excerpt, the whole chunk needs {self.block_cost(s.chunk)} tokens")
+            elif cost <= room:
+                s.span = None
+                self.add(sel, s, f"material risk ({kinds}), risk {s.terms.risk:.2f}")
             else:
-                sel.excluded[s.chunk.chunk_id] = f"over budget: material risk ({', '.join(s.terms.risk_kinds)}) needs {cost} tokens, {remaining} left"
+                sel.excluded[s.chunk.chunk_id] = f"over budget: material risk ({kinds}) needs {cost} tokens, {remaining} left"
+                continue
+            remaining -= cost
+            risk_room -= cost
+        for s in risky:  # upgrade excerpts to the whole chunk, strongest risk first, while the risk room allows
+            if s.span is not None and s.chunk.chunk_id in sel.chosen:
+                delta = self.block_cost(s.chunk) - self.excerpt_cost(s.chunk, s.span)
+                if delta <= min(remaining, risk_room):
+                    s.span = None
+                    sel.reasons[s.chunk.chunk_id] = f"material risk ({', '.join(s.terms.risk_kinds)}), risk {s.terms.risk:.2f}"
+                    remaining -= delta
+                    risk_room -= delta
         rest = sorted((s for s in scored if s.chunk.chunk_id not in sel.chosen), key=lambda s: (-s.terms.combined, s.chunk.chunk_id))
         for s in rest:
+            s.span = None
             cost = self.block_cost(s.chunk)
             if cost <= remaining:
                 why = f"combined score {s.terms.combined:.2f}" + (f" (risk: {', '.join(s.terms.risk_kinds)})" if s.material else "")
@@ -209,7 +268,7 @@ class ContextPackager:
             if cost <= free:
                 break
             evict.append(v)
-            free += self.block_cost(v.chunk)
+            free += self.cost(v)
         if cost > free:
             return None
         for v in evict:
@@ -249,7 +308,7 @@ class ContextPackager:
         extra = list(redacted)
         while True:
             chosen = sorted(sel.chosen.values(), key=lambda s: s.chunk.reading_key)
-            refs = sorted([to_reference(s.chunk) for s in chosen] + extra, key=lambda r: (r.document_id, int(r.page_range.split("-")[0]), int(r.page_range.split("-")[1]), r.chunk_id))
+            refs = sorted([to_reference(s.chunk, s.span) for s in chosen] + extra, key=lambda r: (r.document_id, int(r.page_range.split("-")[0]), int(r.page_range.split("-")[1]), r.chunk_id))
             text = render_evidence(deal_id, intent_id, agent_id, refs)
             total = self.tokens.count(text)
             if total <= budget or not refs:

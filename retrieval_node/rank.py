@@ -396,6 +396,50 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     )
 
 
+# --------------------------------------------------------------------------- excerpts
+
+#: Longest verbatim excerpt the packager cuts from a chunk that does not fit whole (characters).
+EXCERPT_MAX_CHARS = 700
+
+
+def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS,
+                   shortfall_ratio: float = 0.5) -> tuple[int, int] | None:
+    """The contiguous run of whole lines (at most ``max_chars``) that carries the chunk's strongest risk.
+
+    Every run of consecutive lines that fits in ``max_chars`` is scored with :func:`risk_signal`; the best is
+    the one with a material kind, then the highest score, then the most material kinds, then the earliest.
+    Returns ``(start, end)`` character offsets into ``text`` (trailing line break excluded), or None when
+    no run carries a material risk or the best run is the whole text. A single line longer than
+    ``max_chars`` is cut at the last space before the limit.
+    """
+    lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]*(?:\n|$)", text) if m.end() > m.start()]
+    best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
+    for i, (start, _) in enumerate(lines):
+        end = lines[i][1]
+        if end - start > max_chars:
+            cut = text.rfind(" ", start, start + max_chars)
+            end = cut if cut > start else start + max_chars
+        else:
+            j = i
+            while j + 1 < len(lines) and lines[j + 1][1] - start <= max_chars:
+                j += 1
+            end = lines[j][1]
+        while end > start and text[end - 1] in "\n\r \t":
+            end -= 1
+        if end <= start:
+            continue
+        sig = risk_signal(text[start:end], lexicon, domains, shortfall_ratio=shortfall_ratio)
+        key = (bool(sig.kinds), sig.score, len(sig.kinds), -start)
+        if best is None or key > best[0]:
+            best = (key, (start, end))
+    if best is None or not best[0][0]:
+        return None
+    span = best[1]
+    if span[0] == 0 and span[1] >= len(text.rstrip()):
+        return None
+    return span
+
+
 # --------------------------------------------------------------------------- patterns
 
 
@@ -480,6 +524,7 @@ class RiskAwareRanker:
         self.lexical_weight = lexical_weight
         self.shortfall_ratio = shortfall_ratio
         self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
+        self._span_cache: dict[tuple[str, tuple[str, ...]], tuple[int, int] | None] = {}
         self._mention_cache: dict[tuple[str, str], bool] = {}
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
@@ -491,6 +536,15 @@ class RiskAwareRanker:
                 self._risk_cache.clear()
             self._risk_cache[key] = sig
         return sig
+
+    def excerpt_span(self, content_hash: str, content: str, domains: Sequence[str]) -> tuple[int, int] | None:
+        """:func:`best_risk_span` of a chunk, cached by content hash and domains."""
+        key = (content_hash, tuple(domains))
+        if key not in self._span_cache:
+            if len(self._span_cache) > 50_000:
+                self._span_cache.clear()
+            self._span_cache[key] = best_risk_span(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
+        return self._span_cache[key]
 
     def score(
         self,
