@@ -198,7 +198,7 @@ class ContextPackager:
             span = None
             if cost + after[i] > room and excerpt_for is not None:
                 span = excerpt_for(s.chunk)
-            if span is not None and (cost + after[i] > room) and self.excerpt_cost(s.chunk, span) <= room:
+            if span is not None and (cost + after[i] > room) and self.excerpt_cost(s.chunk, span) <= room and self.excerpt_cost(s.chunk, span) < cost:
                 s.span = span
                 cost = self.excerpt_cost(s.chunk, span)
                 self.add(sel, s, f"material risk ({kinds}), risk {s.terms.risk:.2f}; verbatim excerpt, the whole chunk needs {self.block_cost(s.chunk)} tokens")

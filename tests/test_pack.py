@@ -63,6 +63,41 @@ def test_budget_never_exceeded_and_risk_first(specs, budget):
     assert keys == sorted(keys)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=chunk_specs, budget=st.integers(1, 6000), cut=st.floats(0.05, 0.9))
+def test_excerpts_stay_verbatim_and_within_budget(specs, budget, cut):
+    packager = ContextPackager(COUNTER)
+    scored, views = [], {}
+    for i, (n, section, risk, combined) in enumerate(specs):
+        kinds = ("builders_lien",) if risk > 0.6 else ()
+        v = _view(i, n, section)
+        views[v.chunk_id] = v
+        scored.append(Scored(v, ScoreTerms(risk=risk, combined=combined, risk_kinds=kinds)))
+
+    def excerpt_for(chunk):  # a span of the first ``cut`` of the text, ending at a space
+        end = chunk.content.rfind(" ", 0, max(1, int(len(chunk.content) * cut)))
+        return (0, end) if end > 0 else None
+
+    overhead = packager.overhead("D", "i", "a")
+    sel = packager.select(scored, budget=budget, overhead=overhead, excerpt_for=excerpt_for)
+    # excerpts let at least as many strong risks in as whole chunks alone would
+    plain = ContextPackager(COUNTER).select([Scored(s.chunk, s.terms) for s in scored], budget=budget, overhead=overhead)
+    strong = lambda ids: sum(1 for s in scored if s.terms.risk >= 0.9 and s.terms.risk_kinds and s.chunk.chunk_id in ids)  # noqa: E731
+    assert strong(set(sel.chosen)) >= strong(set(plain.chosen))
+    assert packager.used(sel, overhead) <= max(budget, overhead)  # the preamble alone may exceed a tiny budget; then nothing is chosen
+    by_zone = lambda z: [s for s in scored if z in s.chunk.zones]  # noqa: E731
+    CoverageSelfCheck(packager).run(required=["front_summary"], sel=sel, zone_candidates=by_zone, budget=budget, overhead=overhead)
+    refs, text, total = packager.finalize(sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
+    assert total == COUNTER.count(text) <= budget
+    for r in refs:
+        whole = views[r.chunk_id].content
+        if r.char_start is None:
+            assert r.content == whole
+        else:
+            assert r.content == whole[r.char_start:r.char_end] and len(r.content) < len(whole)
+            assert f"excerpt, characters {r.char_start}-{r.char_end}" in text
+
+
 def test_risk_chunk_beats_higher_semantic_chunk_when_budget_is_tight():
     packager = ContextPackager(COUNTER)
     lien = Scored(_view(1, 40, "INSTRUMENTS_REGISTER"), ScoreTerms(risk=1.0, combined=0.6, risk_kinds=("builders_lien",)))
