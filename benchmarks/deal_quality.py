@@ -83,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(headers, lines))
     s = result["summary"]
     print("\nrecall over every (deal, agent): " + ", ".join(f"{m} {v['recall']:.1%}" for m, v in s["recall_by_method"].items()))
+    print("recall over the gold risks each agent's contract lets it retrieve: "
+          + ", ".join(f"{m} {v['recall_in_scope']:.1%}" for m, v in s["recall_by_method"].items() if v["recall_in_scope"] is not None))
+    if s["gold_outside_contract"]:
+        print("gold risks the agent's contract does not allow at this stage (not retrievable by design): "
+              + "; ".join(f"{k}: {', '.join(v)}" for k, v in s["gold_outside_contract"].items()))
     print("node minus dense, points: " + ", ".join(f"{k} {v:+.1f}" for k, v in s["node_minus_dense_points"].items()))
     print(f"false material risks from the node: {s['false_material_risks_node'] or 'none'}")
     missed = [f"{r['deal']}/{r['agent']}: {', '.join(r['missed'])}" for r in rows if r["method"] == "node" and r["missed"]]

@@ -117,7 +117,9 @@ class Row:
     false_material_risk: bool | None
     needs_human_input: bool | None = None
     excerpts: int = 0
-    notes: list[str] = field(default_factory=list)
+    #: gold risks the agent's contract does not let it retrieve at this stage (by design)
+    out_of_scope: list[str] = field(default_factory=list)
+    recall_in_scope: float | None = None
 
 
 def _ablated(config: NodeConfig, method: str) -> NodeConfig:
@@ -170,7 +172,7 @@ class Evaluator:
             tokens = pkg.total_tokens
             coverage = _zone_coverage(intent.required_structural_zones or [], present_zones, {z for r in pkg.ordered_chunks for z in r.zones})
             false_risk = bool(summary.risk_distribution) if not gold else None
-            excerpts = sum(1 for r in pkg.ordered_chunks if getattr(r, "char_start", None) is not None or getattr(r, "excerpt", None))
+            excerpts = sum(1 for r in pkg.ordered_chunks if r.char_start is not None)
             needs = summary.needs_human_input
         else:
             sections = {s.value for s in intent.target_section_types}
@@ -204,10 +206,15 @@ class Evaluator:
             needs = None
         got = set(ids)
         missed = [label for label in gold if deal.chunk_id(label) not in got]
+        plan = base._plan(intent)  # noqa: SLF001 - the contract the node applies to this intent
+        out = [label for label in gold if not plan.allows((c := view.chunks[deal.chunk_id(label)]).section_type, c.document_role)]
+        in_scope = [label for label in gold if label not in out]
         return Row(
             deal=deal.name, agent=agent_name, method=method, budget=budget, gold=len(gold), found=len(gold) - len(missed),
             recall=round((len(gold) - len(missed)) / len(gold), 4) if gold else None, missed=missed, tokens=tokens,
             chunks=len(ids), zone_coverage=coverage, false_material_risk=false_risk, needs_human_input=needs, excerpts=excerpts,
+            out_of_scope=out,
+            recall_in_scope=round(sum(1 for label in in_scope if label not in missed) / len(in_scope), 4) if in_scope else None,
         )
 
 
@@ -245,10 +252,15 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     by_method: dict[str, list[int]] = {}
     for r in rows:
         if r["gold"]:
-            acc = by_method.setdefault(r["method"], [0, 0])
+            acc = by_method.setdefault(r["method"], [0, 0, 0, 0])
             acc[0] += r["found"]
             acc[1] += r["gold"]
-    recall = {m: {"found": f, "gold": g, "recall": round(f / g, 4) if g else None} for m, (f, g) in by_method.items()}
+            in_scope = r["gold"] - len(r["out_of_scope"])
+            acc[2] += in_scope - len([m for m in r["missed"] if m not in r["out_of_scope"]])
+            acc[3] += in_scope
+    recall = {m: {"found": f, "gold": g, "recall": round(f / g, 4) if g else None,
+                  "found_in_scope": fi, "gold_in_scope": gi, "recall_in_scope": round(fi / gi, 4) if gi else None}
+              for m, (f, g, fi, gi) in by_method.items()}
     index = {(r["deal"], r["agent"], r["method"]): r for r in rows}
     gaps = {}
     for (deal, agent, method), r in index.items():
@@ -256,7 +268,8 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if method == "node" and dense and r["gold"]:
             gaps[f"{deal}/{agent}"] = round(100 * (r["recall"] - dense["recall"]), 1)
     false = sorted({f"{r['deal']}/{r['agent']}" for r in rows if r["method"] == "node" and r["false_material_risk"]})
-    return {"recall_by_method": recall, "node_minus_dense_points": gaps, "false_material_risks_node": false}
+    scope = {f"{r['deal']}/{r['agent']}": r["out_of_scope"] for r in rows if r["method"] == "node" and r["out_of_scope"]}
+    return {"recall_by_method": recall, "node_minus_dense_points": gaps, "false_material_risks_node": false, "gold_outside_contract": scope}
 
 
 __all__ = ["METHODS", "Deal", "Evaluator", "Row", "bundled_deals", "evaluate", "load_deal", "summarise"]
