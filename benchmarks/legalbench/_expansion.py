@@ -6,8 +6,8 @@ shares few words with the label: a no-shop clause says "shall not ... solicit,
 initiate or knowingly encourage ... any Acquisition Proposal" and never "no-shop".
 Each :class:`Profile` below restates one label the way merger agreements draft it,
 written from general M&A drafting knowledge (the usual wording of US public-company
-merger agreements, as in the ABA deal-point studies and MAUD's own category
-descriptions) — **not** from the benchmark's gold answers:
+merger agreements) — **not** from the benchmark's gold answers, and not changed after
+looking at them:
 
 * ``terms`` — words and phrases added to the BM25 query;
 * ``clauses`` — one or two short pseudo-clauses in typical drafting language; the

@@ -27,7 +27,13 @@ What runs (issue 7, "LegalBench-RAG"):
      with the title of the section it sits in; fused (``--fusion norm``: min-max
      normalised, ``--lexical-weight 0.5``); chunks defining a term the question quotes
      get ``--define-boost``; then neighbour smoothing (``--smooth``: a chunk next to a
-     strong one gains) and table-of-contents chunks last.
+     strong one gains) and table-of-contents chunks last;
+   * a question that is one of MAUD's category labels ("Where is the No-Shop Clause")
+     is expanded with a hand-written profile (``_expansion.py``, general M&A drafting
+     wording, not learned from gold answers): the dense score mixes in the similarity
+     to the profile's pseudo-clauses (``--clause-weight``), the BM25 score the profile's
+     drafting terms (``--term-weight``), and chunks under a matching article/section
+     title gain ``--heading-boost``; ``--no-label-expansion`` switches it off.
 4. **Score** with the paper's protocol (``_metrics.py``, checked against brute force at
    start-up): P@k / R@k for k = 1..64 over merged retrieved ranges, and recall when
    the ranked chunks are packed into 512..8k cl100k tokens. Modes:
@@ -38,7 +44,8 @@ What runs (issue 7, "LegalBench-RAG"):
    Chunk-level hit rate / MRR / nDCG and the routing accuracy come from ``ranx``.
 
     python benchmarks/legalbench/run.py --queries ../shared/bench/legalbench-rag/queries/contractnli_dev.json
-    python benchmarks/legalbench/run.py --queries .../maud_dev.json --subset-limit 350 --seed 7
+    python benchmarks/legalbench/run.py --queries .../maud_dev.json --subset-limit 350 --seed 7         # reported (held out)
+    python benchmarks/legalbench/run.py --queries .../maud_dev.json --subset-limit 250 --seed 20240811  # tuning sample
     python benchmarks/legalbench/run.py --queries .../contractnli_dev.json --smoke    # < 90 s
 
 Writes ``benchmarks/results/legalbench_<subset>.json`` (``_smoke`` for ``--smoke``;
@@ -765,7 +772,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      "max_chars": args.chunk_chars},
         "routing": "'Consider ...;' hint -> file-name match (IDF-weighted words, 6-letter prefixes, initials) + 0.5 x BM25 of name + first 2,000 chars; top-1 document",
         "ranking_query": "the question after ';'" + ("" if args.no_clean_question else ", generic lead-in dropped ('What is the', 'Information about the', ...)")
-                         + " (dense and BM25); corpus_unrouted uses the full query",
+                         + " (dense and BM25)" + ("" if args.no_label_expansion else ", plus the hand-written profile of a MAUD category label (label_expansion)")
+                         + "; corpus_unrouted uses the full query",
         "smooth": args.smooth,
         "define_boost": args.define_boost,
         "headings_in_bm25": bm25_headings,
