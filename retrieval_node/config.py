@@ -49,11 +49,12 @@ class RetrievalConfig(_Strict):
         description="Qdrant server URL (http://host:6333) for chunk vectors and Mem0's collections. "
         "None keeps everything embedded in the store directory.",
     )
-    mem0_vector_store: Literal["edge", "qdrant"] = Field(
-        "edge",
+    mem0_vector_store: Literal["auto", "edge", "qdrant"] = Field(
+        "auto",
         description="Engine under Mem0's memories (chunk registry, patterns, audit). 'edge': a qdrant-edge shard in the "
-        "store directory (the default: indexed filters, memories on disk). 'qdrant': Mem0's own Qdrant class over "
-        "qdrant-client, against vector_db_url (a server URL; or ':memory:' / a local path for tests).",
+        "store directory (indexed filters, memories on disk). 'qdrant': Mem0's own Qdrant class over qdrant-client, "
+        "against vector_db_url (a server URL; or ':memory:' / a local path for tests). 'auto' (the default): what the "
+        "store was created with (its store.json), 'edge' for a new store.",
     )
     vector_db_api_key: str | None = Field(None, description="Qdrant API key; prefer the environment variable.")
     vector_db_timeout_s: float = Field(10.0, gt=0, description="Per-request timeout against a Qdrant server, seconds.")

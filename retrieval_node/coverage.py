@@ -103,14 +103,17 @@ class CoverageSelfCheck:
             if have.get(zone, 0) == 0:
                 continue
             cands = zone_candidates(zone)
+            free = budget - self.packager.used(sel, overhead)
             for cand in sorted(cands, key=lambda s: (-s.terms.risk, -s.terms.combined, s.chunk.chunk_id)):
                 if cand.chunk.chunk_id in sel.chosen:
                     continue
                 cost = self.packager.block_cost(cand.chunk)
-                if cost <= budget - self.packager.used(sel, overhead):
+                if cost <= free:
                     cand.origin = f"zone:{zone}"
+                    cand.span = None
                     self.packager.add(sel, cand, f"completes required zone {zone}")
                     report.added.append(cand.chunk.chunk_id)
+                    free -= cost
             included = sum(1 for c in cands if c.chunk.chunk_id in sel.chosen)
             if included < len(cands):
                 report.partial[zone] = (included, len(cands))

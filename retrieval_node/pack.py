@@ -239,6 +239,7 @@ class ContextPackager:
         ``required`` zone (a risk for a risk, plus the zone). Chunks placed for a zone are never
         evicted. Returns the evicted ids, or None (nothing changed) when it cannot fit.
         """
+        item.span = None  # a zone is placed with its whole chunk
         cost = self.block_cost(item.chunk)
         free = budget - self.used(sel, overhead)
         if cost <= free:
@@ -286,6 +287,7 @@ class ContextPackager:
                 continue
             cost = self.block_cost(s.chunk)
             if cost <= free:
+                s.span = None
                 self.add(sel, s, f"refill after coverage: score {s.terms.combined:.2f}")
                 free -= cost
                 added.append(cid)

@@ -127,7 +127,8 @@ class Store:
             if embedder.dimension != rc.embedding_dimension:
                 raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
             tokens = TiktokenCounter(rc.tokenizer_encoding)
-            _check_manifest(home, config)
+            config = _resolve_engines(home, config)
+            rc = config.retrieval
             needs_client = rc.vector_backend == "qdrant" or rc.mem0_vector_store == "qdrant"
             qclient = _qdrant_client(config, home) if needs_client else _throwaway_client()
             closers.append(qclient)
@@ -199,10 +200,12 @@ MANIFEST = "store.json"
 _ENGINE_KEYS = ("vector_backend", "mem0_vector_store")
 
 
-def _check_manifest(home: Path, config: NodeConfig) -> None:
-    """Refuse to open a store with other engines than it was created with (its data would look missing)."""
+def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
+    """``mem0_vector_store: auto`` becomes what the store was created with ('edge' for a new store); an explicit
+    engine other than the recorded one is refused (the store's data would look missing)."""
     rc = config.retrieval
     path = home / MANIFEST
+    recorded: dict[str, str] = {}
     if path.exists():
         try:
             recorded = json.loads(path.read_text(encoding="utf-8"))
@@ -210,15 +213,19 @@ def _check_manifest(home: Path, config: NodeConfig) -> None:
             raise ConfigError(f"{path}: unreadable store manifest ({exc}); restore it or delete it if the store is new") from exc
     elif (home / "qdrant" / "collection" / f"{rc.collection_prefix}_mem0").exists() and not (home / "mem0_edge").exists():
         recorded = {"mem0_vector_store": "qdrant"}  # a store from before the manifest: Mem0 in qdrant-client local mode
-    else:
-        return
+    if rc.mem0_vector_store == "auto":
+        engine = recorded.get("mem0_vector_store", "edge")
+        config = config.model_copy(update={"retrieval": rc.model_copy(update={"mem0_vector_store": engine})})
+        rc = config.retrieval
     for key in _ENGINE_KEYS:
         if key in recorded and recorded[key] != getattr(rc, key):
             raise ConfigError(
                 f"{home}: this store was created with {key}: {recorded[key]}, but the configuration says "
-                f"{getattr(rc, key)}; set {key}: {recorded[key]} (or RETRIEVAL_NODE_{key.upper()}={recorded[key]}) "
+                f"{getattr(rc, key)}; set {key}: {recorded[key]}{' or auto' if key == 'mem0_vector_store' else ''} "
+                f"(or RETRIEVAL_NODE_{key.upper()}={recorded[key]}) "
                 "to open it, or ingest into a new store"
             )
+    return config
 
 
 def _write_manifest(home: Path, config: NodeConfig) -> None:

@@ -102,6 +102,6 @@ def test_concurrency_defaults_to_cores_and_engines_validate():
     assert cfg.retrieval.max_concurrent_retrievals is None
     assert cfg.retrieval.concurrency == max(1, os.cpu_count() or 1)
     assert load_config(environ={"RETRIEVAL_NODE_MAX_CONCURRENT_RETRIEVALS": "3"}).retrieval.concurrency == 3
-    assert cfg.retrieval.mem0_vector_store == "edge"
+    assert cfg.retrieval.mem0_vector_store == "auto"  # the store's recorded engine; edge for a new store
     with pytest.raises(ConfigError, match="mem0_vector_store"):
         load_config(environ={"RETRIEVAL_NODE_MEM0_VECTOR_STORE": "chroma"})

@@ -111,7 +111,10 @@ def test_store_from_before_the_manifest_is_recognised(tmp_path, embedder):
     with Store.open(tmp_path / "old", config=local, embedder=embedder) as store:
         store.registry.add_audit("D-A", "Retrieval aud_1", {"audit_id": "aud_1"})
     (tmp_path / "old" / "store.json").unlink()
+    explicit_edge = load_config(environ={"RETRIEVAL_NODE_MEM0_VECTOR_STORE": "edge"})
     with pytest.raises(ConfigError, match="mem0_vector_store: qdrant"):
-        Store.open(tmp_path / "old", embedder=embedder)
-    with Store.open(tmp_path / "old", config=local, embedder=embedder) as store:
-        assert [e["audit_id"] for e in store.registry.audit_entries("D-A")] == ["aud_1"]
+        Store.open(tmp_path / "old", config=explicit_edge, embedder=embedder)
+    for cfg in (local, None):  # explicit, or the default 'auto': the recorded engine
+        with Store.open(tmp_path / "old", config=cfg, embedder=embedder) as store:
+            assert store.config.retrieval.mem0_vector_store == "qdrant"
+            assert [e["audit_id"] for e in store.registry.audit_entries("D-A")] == ["aud_1"]
