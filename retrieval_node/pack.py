@@ -38,6 +38,8 @@ PREAMBLE = (
 STRONG_RISK = 0.9
 #: Tokens kept per risk chunk still to be placed, when excerpts are allowed (about one excerpt block).
 EXCERPT_RESERVE_TOKENS = 220
+#: Below this much room no excerpt block fits (its header alone is ~40 tokens): none is cut.
+MIN_EXCERPT_TOKENS = 60
 
 
 @dataclass(slots=True)
@@ -196,7 +198,7 @@ class ContextPackager:
             room = min(remaining, risk_room)
             kinds = ", ".join(s.terms.risk_kinds)
             span = None
-            if cost + after[i] > room and excerpt_for is not None:
+            if cost + after[i] > room and excerpt_for is not None and room >= MIN_EXCERPT_TOKENS:
                 span = excerpt_for(s.chunk)
             if span is not None and (cost + after[i] > room) and self.excerpt_cost(s.chunk, span) <= room and self.excerpt_cost(s.chunk, span) < cost:
                 s.span = span
