@@ -413,8 +413,14 @@ def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, m
     ``max_chars`` is cut at the last space before the limit.
     """
     lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]*(?:\n|$)", text) if m.end() > m.start()]
+    # runs start at a line that names a lexicon term, or the line before it (its context); with no such
+    # line (a risk only in numbers, or a term broken across lines) every line is a start
+    union = any_term_pattern(tuple(t.term for d in domains if d in lexicon.domains for t in lexicon.domains[d].terms))
+    marked = [i for i, (a, b) in enumerate(lines) if union is not None and union.search(normalise_ocr(text[a:b]))]
+    starts = sorted({j for i in marked for j in (i - 1, i) if j >= 0}) if marked else list(range(len(lines)))
     best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
-    for i, (start, _) in enumerate(lines):
+    for i in starts:
+        start = lines[i][0]
         end = lines[i][1]
         if end - start > max_chars:
             cut = text.rfind(" ", start, start + max_chars)
