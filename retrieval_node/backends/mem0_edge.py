@@ -36,6 +36,7 @@ from typing import Any
 from mem0.vector_stores.base import VectorStoreBase
 
 from ..errors import BackendError
+from .vectors import EdgeShardLifecycle
 
 VECTOR = "dense"
 
@@ -55,8 +56,9 @@ class OutputData:
     payload: dict[str, Any]
 
 
-class EdgeMemoryStore(VectorStoreBase):
-    """Mem0 vector store over one qdrant-edge shard directory.
+class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
+    """Mem0 vector store over one qdrant-edge shard directory (``count`` / ``flush`` / ``close`` from
+    :class:`~retrieval_node.backends.vectors.EdgeShardLifecycle`).
 
     >>> store = EdgeMemoryStore.open("/tmp/rn-store/mem0_edge", dimension=384)   # doctest: +SKIP
     >>> store.list(filters={"user_id": "conv-2026-ACME-0042", "kind": "chunk"}, top_k=10)  # doctest: +SKIP
@@ -174,20 +176,6 @@ class EdgeMemoryStore(VectorStoreBase):
 
     def reset(self) -> None:
         self.delete_col()
-
-    # -- lifecycle ------------------------------------------------------------------------
-    def count(self) -> int:
-        return int(self._shard.info().points_count)
-
-    def flush(self) -> None:
-        with self._write_lock:
-            self._shard.flush()
-
-    def close(self) -> None:
-        try:
-            self._shard.flush()
-        finally:
-            self._shard.close()
 
 
 # ------------------------------------------------------------------------------- filters

@@ -143,7 +143,27 @@ def _hits_in_scope(raw: list[tuple[str, float, dict[str, Any]]], scope: SearchSc
     return out
 
 
-class EdgeChunkIndex:
+class EdgeShardLifecycle:
+    """Count, flush and close of a class holding a qdrant-edge shard in ``_shard`` and a ``_write_lock``."""
+
+    _shard: Any
+    _write_lock: threading.Lock
+
+    def count(self) -> int:
+        return int(self._shard.info().points_count)
+
+    def flush(self) -> None:
+        with self._write_lock:
+            self._shard.flush()
+
+    def close(self) -> None:
+        try:
+            self._shard.flush()
+        finally:
+            self._shard.close()
+
+
+class EdgeChunkIndex(EdgeShardLifecycle):
     """Embedded qdrant-edge shard (the default). Writes are serialised; reads run concurrently."""
 
     VECTOR = "dense"
@@ -248,18 +268,6 @@ class EdgeChunkIndex:
             raise BackendError(f"qdrant-edge scroll failed: {exc}") from exc
         return [p for p in out if p.get("deal_id") == deal_id]
 
-    def count(self) -> int:
-        return int(self._shard.info().points_count)
-
-    def flush(self) -> None:
-        with self._write_lock:
-            self._shard.flush()
-
-    def close(self) -> None:
-        try:
-            self._shard.flush()
-        finally:
-            self._shard.close()
 
 
 class QdrantChunkIndex:
