@@ -34,6 +34,9 @@ from .models import sha256_hex
 from .store import Store
 
 
+#: Windows fetched to score the chunks kept for their risk outside the dense top hits.
+KEPT_SEARCH_WINDOWS = 256
+
 #: A registered chunk with its verbatim content, as later stages see it (from Mem0, or from vector payloads).
 ChunkView = RegistryRecord
 
@@ -263,7 +266,9 @@ class SegmentAwareRetriever:
         missing = sorted(c for c in chosen if c not in dense)
         if missing and use_vectors:
             t3 = time.perf_counter()
-            extra = self.store.chunks.search(query_vector, SearchScope(deal_id=deal_id, chunk_ids=tuple(missing)), min(10_000, 8 * len(missing)))
+            # the best windows among them get their cosine; a risk-kept chunk outside them keeps semantic 0
+            # (its place in the package is decided by its risk, not its similarity)
+            extra = self.store.chunks.search(query_vector, SearchScope(deal_id=deal_id, chunk_ids=tuple(missing)), min(KEPT_SEARCH_WINDOWS, 8 * len(missing)))
             for h in extra:
                 if h.chunk_id in structural_ids:
                     prev = dense.get(h.chunk_id)
