@@ -148,6 +148,11 @@ class AgentProfile(_Strict):
         description="Share of the budget that chunks with a material risk may take before the rest is packed by score "
         "(1: risk first, the default; 0.5 suits a drafting agent that needs facts as much as risks).",
     )
+    excerpt_max_chars: int = Field(
+        700, ge=120, le=4000,
+        description="Longest verbatim excerpt cut from a risk chunk that does not fit whole (characters). "
+        "A drafting agent needs the registration line, not the narrative: a shorter excerpt lets every risk in.",
+    )
     stages: list[Stage] = Field(default_factory=lambda: list(Stage), description="Deal stages in which the agent may run.")
 
     @field_validator("required_zones")
@@ -203,6 +208,11 @@ class RiskTerm(_Strict):
     term: str = Field(min_length=2, description="Phrase, matched after OCR normalisation, word-bounded.")
     weight: float = Field(1.0, gt=0.0, le=1.0, description="Strength of the signal, 0..1.")
     kind: str = Field("other", description="Risk kind reported in risk_distribution, e.g. builders_lien.")
+    needs_amount: bool = Field(
+        False,
+        description="Concrete (and so able to be material) only when its sentence or line states a money amount above zero; "
+        "a date or registration number is not enough ('special resolution', 'deductible', 'holdback': routine until money is named).",
+    )
 
 
 class RiskDomain(_Strict):

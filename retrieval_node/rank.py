@@ -318,18 +318,35 @@ FACTOR_GENERIC = 0.35
 FACTOR_BENIGN = 0.1
 
 
-def mention_factor(text: str, start: int, end: int) -> tuple[float, str]:
+_MONEY_RE = re.compile(_MONEY)
+
+
+def _states_money(span: str) -> bool:
+    return any(_money(m.group(1)) > 0 for m in _MONEY_RE.finditer(span))
+
+
+def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False) -> tuple[float, str]:
     """How much one mention says about this deal, from the sentence and line around it.
 
     An instrument number makes it concrete; otherwise normative or conditional
     wording ("may", "shall", "any", "if") makes it generic; otherwise an amount,
     percentage or date makes it concrete; otherwise it is plain.
+
+    With ``needs_amount`` (a term that is routine until money is named: "special resolution",
+    "deductible", "holdback") only a money amount above zero makes the mention concrete; normative
+    wording still makes it generic, and anything else (a date, a registration number) leaves it plain.
     """
     lo, hi = _sentence_bounds(text, start)
     llo, lhi = _line_bounds(text, start)
     sentence = text[lo:hi]
     line = text[llo:lhi]
     spans = (sentence, line)  # a table row is a line; a hard-wrapped statement is a sentence
+    if needs_amount:
+        if _MODAL.search(sentence):
+            return FACTOR_GENERIC, "generic"
+        if any(_states_money(s) for s in spans):
+            return FACTOR_CONCRETE, "concrete"
+        return FACTOR_PLAIN, "plain"
     if any(_REGISTRATION.search(s) for s in spans):
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
@@ -369,7 +386,7 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
                 cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, lexicon.benign_window_chars)
                 if cue is None:
                     cue = _benign_subject(low, m.end(), lexicon.benign_subjects, lexicon.benign_window_chars)
-                factor, how = (FACTOR_BENIGN, "benign") if cue is not None else mention_factor(low, m.start(), m.end())
+                factor, how = (FACTOR_BENIGN, "benign") if cue is not None else mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount)
                 matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
             seen_terms.add(t.term)
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
@@ -530,7 +547,7 @@ class RiskAwareRanker:
         self.lexical_weight = lexical_weight
         self.shortfall_ratio = shortfall_ratio
         self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
-        self._span_cache: dict[tuple[str, tuple[str, ...]], tuple[int, int] | None] = {}
+        self._span_cache: dict[tuple[str, tuple[str, ...], int], tuple[int, int] | None] = {}
         self._mention_cache: dict[tuple[str, str], bool] = {}
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
@@ -543,13 +560,13 @@ class RiskAwareRanker:
             self._risk_cache[key] = sig
         return sig
 
-    def excerpt_span(self, content_hash: str, content: str, domains: Sequence[str]) -> tuple[int, int] | None:
-        """:func:`best_risk_span` of a chunk, cached by content hash and domains."""
-        key = (content_hash, tuple(domains))
+    def excerpt_span(self, content_hash: str, content: str, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS) -> tuple[int, int] | None:
+        """:func:`best_risk_span` of a chunk, cached by content hash, domains and ``max_chars``."""
+        key = (content_hash, tuple(domains), max_chars)
         if key not in self._span_cache:
             if len(self._span_cache) > 50_000:
                 self._span_cache.clear()
-            self._span_cache[key] = best_risk_span(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
+            self._span_cache[key] = best_risk_span(content, self.lexicon, domains, max_chars=max_chars, shortfall_ratio=self.shortfall_ratio)
         return self._span_cache[key]
 
     def score(
