@@ -44,7 +44,7 @@ from .models import (
     Stage,
 )
 from .pack import ContextPackager, Scored, Selection, build_package, package_hash, to_reference
-from .rank import RiskAwareRanker
+from .rank import EXCERPT_MAX_CHARS, RiskAwareRanker
 from .retrieve import Candidate, ChunkView, RetrievalResult, SegmentAwareRetriever, _view_from_payload
 from .store import Store
 
@@ -326,8 +326,10 @@ class RetrievalAgent:
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
         profile = self._profile(intent)
         share = profile.risk_budget_share if profile is not None else 1.0
+        excerpt_chars = profile.excerpt_max_chars if profile is not None else EXCERPT_MAX_CHARS
+
         def excerpt_for(chunk: ChunkView) -> tuple[int, int] | None:
-            return self.ranker.excerpt_span(chunk.content_hash, chunk.content, domains)
+            return self.ranker.excerpt_span(chunk.content_hash, chunk.content, domains, max_chars=excerpt_chars)
 
         sel = self.packager.select(scored, budget=budget, overhead=overhead, zones=intent.required_structural_zones or (), risk_share=share,
                                    excerpt_for=excerpt_for) if scored else Selection()
@@ -365,7 +367,11 @@ class RetrievalAgent:
             zone_memo[zone] = [scored_by_id[c.chunk_id] for c in members]
             return zone_memo[zone]
 
-        report = self.coverage.run(required=required, sel=sel, zone_candidates=zone_candidates, budget=budget, overhead=overhead) if required else CoverageReport(required=[])
+        report = self.coverage.run(required=required, sel=sel, zone_candidates=zone_candidates, budget=budget, overhead=overhead,
+                                   excerpt_for=excerpt_for) if required else CoverageReport(required=[])
+        # a risk found only by a zone's re-retrieval, or one that lost its place, outranks plain context
+        self.packager.place_risks(sel, list(scored_by_id.values()), budget=budget, overhead=overhead, risk_share=share,
+                                  required=required, excerpt_for=excerpt_for)
         if report.evicted:
             self.packager.refill(sel, scored, budget=budget, overhead=overhead)
         timings["coverage_ms"] = (time.perf_counter() - t) * 1000

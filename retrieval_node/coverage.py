@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .pack import ContextPackager, Scored, Selection
+from .pack import ContextPackager, ExcerptFor, Scored, Selection
 
 
 def coverage_score(required: Sequence[str], covered: Sequence[str]) -> float:
@@ -72,6 +72,7 @@ class CoverageSelfCheck:
         zone_candidates: Callable[[str], list[Scored]],
         budget: int,
         overhead: int,
+        excerpt_for: ExcerptFor | None = None,
     ) -> CoverageReport:
         report = CoverageReport(required=list(dict.fromkeys(required)))
         have = zones_in(sel)
@@ -89,7 +90,8 @@ class CoverageSelfCheck:
                     placed = True
                     break
                 cand.origin = f"zone:{zone}"
-                evicted = self.packager.fit(sel, cand, budget=budget, overhead=overhead, reason=f"required zone {zone}", required=report.required)
+                evicted = self.packager.fit(sel, cand, budget=budget, overhead=overhead, reason=f"required zone {zone}", required=report.required,
+                                            excerpt_for=excerpt_for)
                 if evicted is not None:
                     report.added.append(cand.chunk.chunk_id)
                     report.evicted.extend(evicted)

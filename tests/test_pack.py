@@ -86,7 +86,10 @@ def test_excerpts_stay_verbatim_and_within_budget(specs, budget, cut):
     assert strong(set(sel.chosen)) >= strong(set(plain.chosen))
     assert packager.used(sel, overhead) <= max(budget, overhead)  # the preamble alone may exceed a tiny budget; then nothing is chosen
     by_zone = lambda z: [s for s in scored if z in s.chunk.zones]  # noqa: E731
-    CoverageSelfCheck(packager).run(required=["front_summary"], sel=sel, zone_candidates=by_zone, budget=budget, overhead=overhead)
+    CoverageSelfCheck(packager).run(required=["front_summary"], sel=sel, zone_candidates=by_zone, budget=budget, overhead=overhead,
+                                    excerpt_for=excerpt_for)
+    packager.place_risks(sel, scored, budget=budget, overhead=overhead, required=["front_summary"], excerpt_for=excerpt_for)
+    assert packager.used(sel, overhead) <= max(budget, overhead)
     refs, text, total = packager.finalize(sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
     assert total == COUNTER.count(text) <= budget
     for r in refs:
@@ -121,6 +124,69 @@ def test_required_zone_outranks_marginal_risk_but_not_strong_risk():
     assert set(sel.chosen) == {strong.chunk.chunk_id, summary.chunk.chunk_id}
     assert report.evicted == [marginal.chunk.chunk_id] and report.covered == ["front_summary"]
     assert "evicted for required zone" in sel.excluded[marginal.chunk.chunk_id]
+
+
+def _half(chunk):  # the first half of the text as the "strongest passage"
+    end = chunk.content.rfind(" ", 0, len(chunk.content) // 2)
+    return (0, end) if end > 0 else None
+
+
+def test_required_zone_shrinks_a_risk_to_its_excerpt_before_evicting_it():
+    """A zone needs room the risks hold: the weakest whole risk chunk is quoted as its excerpt, not dropped."""
+    packager = ContextPackager(COUNTER)
+    strong = Scored(_view(1, 120, "INSTRUMENTS_REGISTER"), ScoreTerms(risk=0.95, combined=0.7, risk_kinds=("builders_lien",)))
+    marginal = Scored(_view(2, 120, "INSTRUMENTS_REGISTER"), ScoreTerms(risk=0.65, combined=0.5, risk_kinds=("caveat",)))
+    summary = Scored(_view(3, 20, "TITLE_SUMMARY"), ScoreTerms(risk=0.0, combined=0.1))
+    overhead = packager.overhead("D", "i", "a")
+    budget = overhead + packager.block_cost(strong.chunk) + packager.block_cost(marginal.chunk) + 3
+    sel = packager.select([strong, marginal], budget=budget, overhead=overhead, excerpt_for=_half)
+    assert {s.span for s in sel.chosen.values()} == {None}  # both fit whole before coverage
+    report = CoverageSelfCheck(packager).run(required=["front_summary"], sel=sel, zone_candidates=lambda z: [summary] if z == "front_summary" else [],
+                                             budget=budget, overhead=overhead, excerpt_for=_half)
+    assert set(sel.chosen) == {strong.chunk.chunk_id, marginal.chunk.chunk_id, summary.chunk.chunk_id}
+    assert report.evicted == [] and report.covered == ["front_summary"]
+    assert sel.chosen[marginal.chunk.chunk_id].span == _half(marginal.chunk)  # the weaker risk gave up its tail
+    assert sel.chosen[strong.chunk.chunk_id].span is None
+    assert "shrunk to a verbatim excerpt" in sel.reasons[marginal.chunk.chunk_id]
+    refs, text, total = packager.finalize(sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
+    assert total <= budget and any(r.char_start is not None for r in refs)
+
+
+def test_late_risk_displaces_plain_context_but_never_a_zone_or_a_stronger_risk():
+    """A risk found only by a zone re-retrieval goes in after coverage: plain context makes room for it;
+    the only chunk of a required zone and a stronger risk do not."""
+    packager = ContextPackager(COUNTER)
+    strong = Scored(_view(1, 60, "INSTRUMENTS_REGISTER"), ScoreTerms(risk=1.0, combined=0.7, risk_kinds=("builders_lien",)))
+    summary = Scored(_view(3, 60, "TITLE_SUMMARY"), ScoreTerms(risk=0.0, combined=0.2), origin="zone:front_summary")
+    context = Scored(_view(4, 60, "CAVEATS_SECTION"), ScoreTerms(risk=0.0, combined=0.9))
+    late = Scored(_view(5, 60, "CAVEATS_SECTION"), ScoreTerms(risk=0.8, combined=0.3, risk_kinds=("caveat",)), origin="zone:caveats_section")
+    overhead = packager.overhead("D", "i", "a")
+    cost = {s.chunk.chunk_id: packager.block_cost(s.chunk) for s in (strong, summary, context, late)}
+    budget = overhead + cost[strong.chunk.chunk_id] + cost[summary.chunk.chunk_id] + cost[context.chunk.chunk_id] + 5
+    sel = packager.select([strong, context], budget=budget, overhead=overhead)
+    packager.add(sel, summary, "required zone front_summary")
+    placed = packager.place_risks(sel, [strong, summary, context, late], budget=budget, overhead=overhead, required=["front_summary"])
+    assert placed == [late.chunk.chunk_id]
+    assert set(sel.chosen) == {strong.chunk.chunk_id, summary.chunk.chunk_id, late.chunk.chunk_id}
+    assert "left out for a material risk" in sel.excluded[context.chunk.chunk_id]
+    assert packager.used(sel, overhead) <= budget
+    # with no plain chunk to give way, nothing is forced in
+    sel2 = packager.select([strong], budget=overhead + cost[strong.chunk.chunk_id] + 5, overhead=overhead)
+    assert packager.place_risks(sel2, [strong, late], budget=overhead + cost[strong.chunk.chunk_id] + 5, overhead=overhead) == []
+    assert set(sel2.chosen) == {strong.chunk.chunk_id}
+
+
+def test_late_risks_keep_the_risk_budget_share():
+    packager = ContextPackager(COUNTER)
+    plain = Scored(_view(4, 200, "CAVEATS_SECTION"), ScoreTerms(risk=0.0, combined=0.9))
+    late = Scored(_view(5, 200, "CAVEATS_SECTION"), ScoreTerms(risk=0.8, combined=0.3, risk_kinds=("caveat",)))
+    overhead = packager.overhead("D", "i", "a")
+    budget = overhead + max(packager.block_cost(plain.chunk), packager.block_cost(late.chunk)) + 5
+    sel = packager.select([plain], budget=budget, overhead=overhead)
+    # a share too small for the risk chunk: the plain chunk stays
+    assert packager.place_risks(sel, [plain, late], budget=budget, overhead=overhead, risk_share=0.1) == []
+    assert set(sel.chosen) == {plain.chunk.chunk_id}
+    assert packager.place_risks(sel, [plain, late], budget=budget, overhead=overhead, risk_share=1.0) == [late.chunk.chunk_id]
 
 
 def test_quoted_text_cannot_close_its_evidence_block():
