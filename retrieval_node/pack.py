@@ -285,7 +285,8 @@ class ContextPackager:
 
         Room is made only from what is worth less than the evidence of a risk: chunks without material
         risk that are neither placed for a zone nor the only packaged chunk of a ``required`` zone
-        (ascending score), then whole risk chunks of lower risk shrunk to their excerpts. Risk chunks
+        (ascending score), then whole risk chunks shrunk to their excerpts, weakest first (their strongest
+        passage stays, as in :meth:`select`). No risk chunk is evicted for another. Risk chunks
         never take more than ``risk_share`` of the budget after the preamble, as in :meth:`select`.
         Chunks evicted for a required zone stay out. Returns the ids placed.
         """
@@ -295,38 +296,52 @@ class ContextPackager:
             (s for s in scored if s.material and s.chunk.chunk_id not in sel.chosen and not sel.excluded.get(s.chunk.chunk_id, "").startswith("evicted")),
             key=lambda s: (-s.terms.risk, self.block_cost(s.chunk), s.chunk.chunk_id),
         )
+        share_room = int((budget - overhead) * risk_share)
         for s in left:
-            risk_room = int((budget - overhead) * risk_share) - sum(self.cost(c) for c in sel.chosen.values() if c.material)
+            risk_room = share_room - sum(self.cost(c) for c in sel.chosen.values() if c.material)
             free = budget - self.used(sel, overhead)
             whole = self.block_cost(s.chunk)
             span = excerpt_for(s.chunk) if excerpt_for is not None else None
-            cheapest = min(whole, self.excerpt_cost(s.chunk, span)) if span is not None else whole
-            if cheapest > risk_room:
-                continue
+            excerpt = self.excerpt_cost(s.chunk, span) if span is not None else None
+            cheapest = min(whole, excerpt) if excerpt is not None else whole
             if whole <= min(free, risk_room):
                 s.span = None
-            elif span is not None and self.excerpt_cost(s.chunk, span) <= free:
+            elif excerpt is not None and excerpt <= min(free, risk_room):
                 s.span = span
             else:
-                cover: dict[str, int] = {}
-                for c in sel.chosen.values():
-                    for z in req & set(c.chunk.zones):
-                        cover[z] = cover.get(z, 0) + 1
-                plain = sorted(
-                    (c for c in sel.chosen.values() if not c.material and not c.origin.startswith("zone:")
-                     and all(cover[z] > 1 for z in req & set(c.chunk.zones))),
-                    key=lambda c: (c.terms.combined, c.chunk.chunk_id),
-                )
-                weaker = sorted(
-                    (c for c in sel.chosen.values() if c.material and c.terms.risk < s.terms.risk and not c.origin.startswith("zone:")),
+                # whole risk chunks keep their strongest passage (weakest risk first): the passage of every
+                # risk before the whole text of a few, as in select()
+                whole_risks = sorted(
+                    (c for c in sel.chosen.values() if c.material and c.span is None and not c.origin.startswith("zone:")),
                     key=lambda c: (c.terms.risk, c.terms.combined, c.chunk.chunk_id),
                 )
-                plan = self._plan_room(cheapest - free, evict_first=plain, shrink=weaker, evict_then=[], excerpt_for=excerpt_for)
-                if plan is None:
-                    continue
-                shrinks, evict = plan
+                shrinks: list[tuple[Scored, tuple[int, int]]] = []
+                if cheapest > risk_room:  # the risk share is full: only shrinking risk chunks makes room in it
+                    plan = self._plan_room(cheapest - risk_room, evict_first=[], shrink=whole_risks, evict_then=[], excerpt_for=excerpt_for)
+                    if plan is None:
+                        continue
+                    shrinks = plan[0]
+                saved = sum(self.block_cost(v.chunk) - self.excerpt_cost(v.chunk, sp) for v, sp in shrinks)
+                evict: list[Scored] = []
+                if cheapest > free + saved:
+                    cover: dict[str, int] = {}
+                    for c in sel.chosen.values():
+                        for z in req & set(c.chunk.zones):
+                            cover[z] = cover.get(z, 0) + 1
+                    plain = sorted(
+                        (c for c in sel.chosen.values() if not c.material and not c.origin.startswith("zone:")
+                         and all(cover[z] > 1 for z in req & set(c.chunk.zones))),
+                        key=lambda c: (c.terms.combined, c.chunk.chunk_id),
+                    )
+                    done = {v.chunk.chunk_id for v, _ in shrinks}
+                    plan = self._plan_room(cheapest - free - saved, evict_first=plain, shrink=[c for c in whole_risks if c.chunk.chunk_id not in done],
+                                           evict_then=[], excerpt_for=excerpt_for)
+                    if plan is None:
+                        continue
+                    shrinks += plan[0]
+                    evict = plan[1]
                 for v, vspan in shrinks:
-                    self._shrink(sel, v, vspan, "shrunk to a verbatim excerpt to make room for a stronger risk")
+                    self._shrink(sel, v, vspan, f"shrunk to a verbatim excerpt to make room for another risk ({', '.join(s.terms.risk_kinds)})")
                 for v in evict:
                     self._remove(sel, v.chunk.chunk_id, f"over budget: left out for a material risk ({', '.join(s.terms.risk_kinds)})")
                 s.span = span if cheapest < whole else None
@@ -336,6 +351,14 @@ class ContextPackager:
                 why += f"; verbatim excerpt, the whole chunk needs {whole} tokens"
             self.add(sel, s, why)
             placed.append(s.chunk.chunk_id)
+        if placed:  # room left after shrinking: whole chunks again, strongest risk first, as in select()
+            for c in sorted((c for c in sel.chosen.values() if c.material and c.span is not None),
+                            key=lambda c: (-c.terms.risk, self.block_cost(c.chunk), c.chunk.chunk_id)):
+                delta = self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, c.span)  # type: ignore[arg-type]
+                risk_room = share_room - sum(self.cost(x) for x in sel.chosen.values() if x.material)
+                if delta <= min(budget - self.used(sel, overhead), risk_room):
+                    c.span = None
+                    sel.reasons[c.chunk.chunk_id] = f"material risk ({', '.join(c.terms.risk_kinds)}), risk {c.terms.risk:.2f}; whole again after placement"
         return placed
 
     def _plan_room(self, need: int, *, evict_first: Sequence[Scored], shrink: Sequence[Scored], evict_then: Sequence[Scored],

@@ -319,6 +319,12 @@ FACTOR_BENIGN = 0.1
 
 
 _MONEY_RE = re.compile(_MONEY)
+#: The term is followed by its own amount: "of $...", "of up to $...", "totalling $...", ": $..." (amount above zero).
+_OWN_AMOUNT = re.compile(r"\s*(?:\(|:|,)?\s*(?:of|for|in the amount of|totalling|totaling)?\s*(?:up to|not exceeding)?\s*\$\s?[1-9]")
+#: Normative wording ("may", "shall"): terms of a bylaw or contract even when an amount follows.
+_NORMATIVE = re.compile(r"\b(?:may|shall|from time to time)\b")
+#: Conditional wording ("if", "unless", "in the event", "exceeding"): the amount is a threshold, not a fact.
+_CONDITIONAL = re.compile(r"\b(?:if|unless|in the event|whether|provided that|exceed(?:s|ing)?|over|more than|greater than|threshold)\b")
 
 
 def _states_money(span: str) -> bool:
@@ -341,6 +347,8 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     sentence = text[lo:hi]
     line = text[llo:lhi]
     spans = (sentence, line)  # a table row is a line; a hard-wrapped statement is a sentence
+    if _OWN_AMOUNT.match(text, end, min(hi, end + 40)) and not _CONDITIONAL.search(sentence) and not _NORMATIVE.search(sentence):
+        return FACTOR_CONCRETE, "concrete"  # "a credit facility of up to $1,000,000": the instrument names its own amount
     if needs_amount:
         if _MODAL.search(sentence):
             return FACTOR_GENERIC, "generic"

@@ -27,6 +27,10 @@ LEX = RiskLexicon.model_validate({
     # normative wording stays generic even with money
     ("The Corporation may charge an owner the deductible, up to $50,000.", False),
     ("The deductible is $0.00 for this policy.", False),
+    # an instrument that names its own amount is concrete even beside "any"; a threshold is not
+    ("The Corporation may establish a credit facility of up to $1,000,000.", False),
+    ("A special levy of $18,400 funds any part of the work not covered by the reserve.", True),
+    ("Report any special levy over $5,000 to the lender.", False),
     # an ordinary term keeps the old rule: a date makes it concrete
     ("A special levy was approved on February 24, 2026.", True),
 ])
