@@ -283,11 +283,12 @@ class ContextPackager:
         """After coverage: give every material chunk still left out (one found by a zone re-retrieval, or
         one that lost its place) a place, strongest first, whole if it fits, else as its verbatim excerpt.
 
-        Room is made only from what is worth less than the evidence of a risk: chunks without material
-        risk that are neither placed for a zone nor the only packaged chunk of a ``required`` zone
-        (ascending score), then whole risk chunks shrunk to their excerpts, weakest first (their strongest
-        passage stays, as in :meth:`select`). No risk chunk is evicted for another. Risk chunks
-        never take more than ``risk_share`` of the budget after the preamble, as in :meth:`select`.
+        Room the package leaves unused is used first. Beyond that, room is made only from what is worth
+        less than the evidence of a risk: chunks without material risk that are neither placed for a zone
+        nor the only packaged chunk of a ``required`` zone (ascending score), then whole risk chunks shrunk
+        to their excerpts, weakest first (their strongest passage stays, as in :meth:`select`). No risk
+        chunk is evicted for another. Making room never lets risk chunks take more than ``risk_share`` of
+        the budget after the preamble, as in :meth:`select`.
         Chunks evicted for a required zone stay out. Returns the ids placed.
         """
         placed: list[str] = []
@@ -308,6 +309,8 @@ class ContextPackager:
                 s.span = None
             elif excerpt is not None and excerpt <= min(free, risk_room):
                 s.span = span
+            elif cheapest <= free:  # room the rest of the package left unused: the risk share reserves room, it does not waste it
+                s.span = span if cheapest < whole else None
             else:
                 # whole risk chunks keep their strongest passage (weakest risk first): the passage of every
                 # risk before the whole text of a few, as in select()
