@@ -301,6 +301,8 @@ class ContextPackager:
         for s in left:
             risk_room = share_room - sum(self.cost(c) for c in sel.chosen.values() if c.material)
             free = budget - self.used(sel, overhead)
+            if free < MIN_EXCERPT_TOKENS and not any(c.span is None and not c.origin.startswith("zone:") for c in sel.chosen.values()):
+                break  # no room, nothing left to shrink or evict: no further risk can be placed (spares the excerpt search)
             whole = self.block_cost(s.chunk)
             span = excerpt_for(s.chunk) if excerpt_for is not None else None
             excerpt = self.excerpt_cost(s.chunk, span) if span is not None else None
