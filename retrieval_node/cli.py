@@ -103,6 +103,28 @@ def ingest(
     raise typer.Exit(0 if report.ok else 1)
 
 
+@app.command()
+def compact(
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite the embedded store's qdrant-edge shards in their on-disk layout (stores from before it use ~1 GB
+    more RAM at 100k chunks); search results do not change. About a minute per 100k chunks."""
+    _setup_logging()
+    try:
+        with _open_store(store) as st:
+            out = st.compact()
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        typer.echo(json.dumps({"compacted": out}))
+    else:
+        for name, changed in out.items():
+            typer.echo(f"{name}: {'compacted' if changed else 'already compact'}")
+    raise typer.Exit(0)
+
+
 @patterns_app.command("add")
 def patterns_add(
     file: Annotated[Path, typer.Argument(help="Pattern-memory JSONL (interfaces.md section 2).")],

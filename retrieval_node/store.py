@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -33,6 +34,8 @@ from .config import NodeConfig, load_config
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .errors import BackendError, ConfigError, StoreLockedError
 from .tokens import TiktokenCounter, TokenCounter
+
+log = logging.getLogger(__name__)
 
 HOME_ENV = "RETRIEVAL_NODE_HOME"
 DEFAULT_HOME = ".retrieval-node"
@@ -95,8 +98,10 @@ class Store:
         chunks: ChunkIndex,
         registry: Mem0Registry,
         closers: list[Any] | None = None,
+        edge_shards: list[Any] | None = None,
     ) -> None:
         self.home = home
+        self.edge_shards = edge_shards or []  # the qdrant-edge shards of this store (compact())
         self.config = config
         self.embedder = embedder
         self.tokens = tokens
@@ -122,6 +127,7 @@ class Store:
         lock = _DirLock(home / ".lock")
         lock.acquire()
         closers: list[Any] = []
+        edge_shards: list[Any] = []
         try:
             embedder = embedder or SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size)
             if embedder.dimension != rc.embedding_dimension:
@@ -134,6 +140,7 @@ class Store:
             closers.append(qclient)
             if rc.vector_backend == "edge":
                 chunks: ChunkIndex = EdgeChunkIndex.open(home / "vectors", dimension=rc.embedding_dimension)
+                edge_shards.append(chunks)
             else:
                 remote = bool(rc.vector_db_url and "://" in rc.vector_db_url)
                 chunks = QdrantChunkIndex(qclient, f"{rc.collection_prefix}_chunks", dimension=rc.embedding_dimension,
@@ -151,6 +158,7 @@ class Store:
                 mem_store = EdgeMemoryStore.open(home / "mem0_edge", dimension=rc.embedding_dimension, collection_name=f"{rc.collection_prefix}_mem0")
                 attach(memory, mem_store)
                 closers.insert(0, mem_store)
+                edge_shards.append(mem_store)
             closers.insert(0, memory)
             registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge")
             _write_manifest(home, config)
@@ -160,7 +168,22 @@ class Store:
             lock.release()
             raise
         closers.append(lock)
-        return cls(home=home, config=config, embedder=embedder, tokens=tokens, chunks=chunks, registry=registry, closers=closers)
+        legacy = [str(s._path if hasattr(s, "_path") else s.path) for s in edge_shards if s.count() >= 5_000 and s.needs_compaction()]
+        if legacy:
+            log.warning("store %s: %s still in the in-memory layout of older stores (about 1 GB more RAM at 100k chunks); "
+                        "run `retrieval-node compact --store %s` once (or ingest: closing after an ingest compacts)", home, ", ".join(legacy), home)
+        return cls(home=home, config=config, embedder=embedder, tokens=tokens, chunks=chunks, registry=registry, closers=closers,
+                   edge_shards=edge_shards)
+
+    def compact(self) -> dict[str, bool]:
+        """Rewrite the embedded qdrant-edge shards in their on-disk layout (see ``EdgeShardLifecycle.compact``);
+        by shard directory, whether anything was rewritten. Slow (about a minute per 100k chunks); not for the
+        retrieval path. A no-op for the qdrant-client backends."""
+        out: dict[str, bool] = {}
+        for shard in self.edge_shards:
+            name = str(getattr(shard, "_path", None) or getattr(shard, "path", "?"))
+            out[name] = shard.compact()
+        return out
 
     # -- cache invalidation --------------------------------------------------------------
     def generation(self, deal_id: str) -> int:

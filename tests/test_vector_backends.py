@@ -87,3 +87,85 @@ def test_pipeline_on_the_qdrant_client_backend(tmp_path, embedder, make_chunk):
         pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
         assert summary.risk_distribution.get("builders_lien") == 1
         assert {r.chunk_id for r in pkg.ordered_chunks} == {c.chunk_id for c in chunks}
+
+
+def _legacy_shard(path, dimension):
+    """A chunk shard as stores before the on-disk layout created it: default config, plain keyword indexes."""
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.create(str(path), qe.EdgeConfig(vectors={EdgeChunkIndex.VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)}))
+    for field in ("deal_id", "chunk_id", "section_type", "document_role"):
+        shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+    shard.update(qe.UpdateOperation.create_field_index("window", qe.PayloadSchemaType.Integer))
+    shard.update(qe.UpdateOperation.create_field_index("ingested_at_ts", qe.PayloadSchemaType.Float))
+    shard.close()
+
+
+def _many_points(n_deals=4, per_deal=400, dim=384):
+    rng = np.random.default_rng(11)
+    out = []
+    for d in range(n_deals):
+        for i in range(per_deal):
+            cid = f"{d}-{i}".ljust(64, "c")
+            v = rng.standard_normal(dim).astype(np.float32)
+            v /= np.linalg.norm(v)
+            payload = {"deal_id": f"D{d}", "chunk_id": cid, "window": i % 3, "n_windows": 3, "section_type": ["TITLE_SUMMARY", "GENERAL"][i % 2],
+                       "document_role": "TITLE_SEARCH", "document_id": f"D{d}/t.pdf", "char_start": 0, "char_end": 8, "ingested_at_ts": 1.0}
+            if i % 3 == 0:
+                payload["content"] = f"chunk {d}/{i}"
+            out.append(VectorPoint(point_id(cid, i % 3), v, payload))
+    return out
+
+
+def _answers(ix, dim=384):
+    rng = np.random.default_rng(3)
+    out = []
+    for d in range(4):
+        for _ in range(5):
+            q = rng.standard_normal(dim).astype(np.float32)
+            out.append([(h.chunk_id, h.window, round(h.score, 5)) for h in ix.search(q, SearchScope(f"D{d}"), 50)])
+            out.append([(h.chunk_id, h.window) for h in ix.search(q, SearchScope(f"D{d}", section_types=("GENERAL",)), 20)])
+        out.append(sorted(p["chunk_id"] for p in ix.deal_payloads(f"D{d}")))
+    return out
+
+
+def test_a_legacy_shard_opens_and_compaction_keeps_every_answer(tmp_path):
+    import json
+
+    import qdrant_edge as qe
+
+    path = tmp_path / "vectors"
+    _legacy_shard(path, 384)
+    ix = EdgeChunkIndex.open(path, dimension=384)  # a store from before the on-disk layout still opens and serves
+    ix.upsert(_many_points())
+    before = _answers(ix)
+    assert ix.needs_compaction()
+    assert ix.compact() is True
+    assert not ix.needs_compaction()
+    assert _answers(ix) == before
+    params = ix._shard.info().payload_schema["deal_id"].params
+    assert params.is_tenant and params.memory == qe.Memory.Cold
+    ix.close()
+    segments = [json.loads(p.read_text()) for p in path.glob("segments/*/segment.json")]
+    assert any(s["config"]["vector_data"]["dense"]["storage_type"] == "Mmap" for s in segments)  # compacted: vectors read through mmap
+    ix = EdgeChunkIndex.open(path, dimension=384)
+    assert _answers(ix) == before and ix.count() == 1600
+    ix.close()
+
+
+def test_closing_after_a_large_write_compacts(tmp_path, monkeypatch):
+    from retrieval_node.backends import vectors
+
+    monkeypatch.setattr(vectors, "COMPACT_AFTER_POINTS", 1000)
+    ix = EdgeChunkIndex.open(tmp_path / "v", dimension=384)
+    assert not ix.needs_compaction()  # a new shard is created in the on-disk layout
+    ix.upsert(_many_points())
+    before = _answers(ix)
+    ix.close()
+    import json
+
+    segments = [json.loads(p.read_text()) for p in (tmp_path / "v").glob("segments/*/segment.json")]
+    assert any(s["config"]["vector_data"]["dense"]["storage_type"] == "Mmap" for s in segments)
+    ix = EdgeChunkIndex.open(tmp_path / "v", dimension=384)
+    assert _answers(ix) == before
+    ix.close()

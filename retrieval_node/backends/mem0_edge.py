@@ -36,7 +36,7 @@ from typing import Any
 from mem0.vector_stores.base import VectorStoreBase
 
 from ..errors import BackendError
-from .vectors import EdgeShardLifecycle
+from .vectors import EdgeShardLifecycle, exact_params, open_edge_shard
 
 VECTOR = "dense"
 
@@ -70,21 +70,15 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         self.embedding_model_dims = dimension
         self.collection_name = collection_name
         self._write_lock = threading.Lock()
+        self._indexes = {name: "keyword" for name in KEYWORD_INDEXES}
+        self._tenant = "user_id"  # a deal's registry is one user_id: compaction stores it together
+        self._written = 0
 
     @classmethod
     def open(cls, path: str | Path, *, dimension: int, collection_name: str = "mem0") -> EdgeMemoryStore:
-        import qdrant_edge as qe
-
         path = Path(path)
         try:
-            if (path / "edge_config.json").exists():
-                shard = qe.EdgeShard.load(str(path))
-            else:
-                path.mkdir(parents=True, exist_ok=True)
-                config = qe.EdgeConfig(vectors={VECTOR: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)})
-                shard = qe.EdgeShard.create(str(path), config)
-                for name in KEYWORD_INDEXES:
-                    shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+            shard = open_edge_shard(path, vector=VECTOR, dimension=dimension, indexes={name: "keyword" for name in KEYWORD_INDEXES}, tenant="user_id")
         except Exception as exc:
             raise BackendError(f"cannot open Mem0's qdrant-edge shard at {path}: {exc}") from exc
         return cls(shard, path=path, dimension=dimension, collection_name=collection_name)
@@ -106,6 +100,7 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         ]
         with self._write_lock:
             self._shard.update(qe.UpdateOperation.upsert_points(points))
+            self._written += len(points)
 
     def search(self, query: str, vectors: Sequence[float], top_k: int = 5, filters: dict[str, Any] | None = None) -> list[OutputData]:
         import qdrant_edge as qe
@@ -114,6 +109,7 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
             limit=int(top_k),
             query=qe.Query.Nearest([float(x) for x in vectors], using=VECTOR),
             filter=build_filter(filters),
+            params=exact_params(),
             with_payload=True,
             with_vector=False,
         )
