@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import threading
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,7 @@ class Store:
                 closers.insert(0, mem_store)
                 edge_shards.append(mem_store)
             closers.insert(0, memory)
+            _history_wal(memory)
             registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge")
             _write_manifest(home, config)
         except BaseException:
@@ -249,6 +251,19 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
                 "to open it, or ingest into a new store"
             )
     return config
+
+
+def _history_wal(memory: Any) -> None:
+    """Mem0's SQLite history in WAL mode: a commit (one per audit entry, under Mem0's own lock) is one
+    append + fsync of the WAL instead of a rollback journal created, synced and deleted around a synced
+    database write. ``synchronous`` stays FULL, so a committed row is as durable as before."""
+    db = getattr(memory, "db", None)
+    conn = getattr(db, "connection", None)
+    if conn is None:
+        return
+    with getattr(db, "_lock", nullcontext()):
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
 
 
 def _write_manifest(home: Path, config: NodeConfig) -> None:
