@@ -24,8 +24,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import orjson
 
-from .audit import AuditLog, new_audit_id
+from .audit import _ORJSON_CANONICAL, AuditLog, new_audit_id
 from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
 from .coverage import CoverageReport, CoverageSelfCheck
@@ -74,6 +75,49 @@ class _LRU:
             self._d.move_to_end(key)
             while len(self._d) > self.size:
                 self._d.popitem(last=False)
+
+
+class _SnapshotRows:
+    """The snapshot's ``candidates`` and ``rejected`` lists as pre-serialised JSON (orjson fragments).
+
+    A row is a pure function of its key (chunk id and fields, origin, every score term), so its canonical
+    bytes are kept and reused: building hundreds of dicts per call and serialising them held the GIL
+    for about a quarter of a call. The snapshot's bytes are the same as serialising the dicts.
+    """
+
+    LIMIT = 200_000
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[Any, ...], bytes] = {}
+
+    def _put(self, key: tuple[Any, ...], row: dict[str, Any]) -> bytes:
+        body = orjson.dumps(row, option=_ORJSON_CANONICAL, default=str)
+        if len(self._rows) >= self.LIMIT:
+            self._rows.clear()
+        self._rows[key] = body
+        return body
+
+    def candidates(self, items: Sequence[tuple[str, Scored]]) -> orjson.Fragment:
+        out = []
+        for cid, s in items:
+            c = s.chunk
+            key = ("c", cid, c.section_type, c.page_range, c.document_id, s.origin, s.terms.key())
+            body = self._rows.get(key)
+            if body is None:
+                body = self._put(key, {"chunk_id": cid, "section_type": c.section_type, "page_range": c.page_range,
+                                       "document_id": c.document_id, "origin": s.origin, "terms": s.terms.as_dict()})
+            out.append(body)
+        return orjson.Fragment(b"[" + b",".join(out) + b"]")
+
+    def rejected(self, items: Sequence[tuple[str, str]]) -> orjson.Fragment:
+        out = []
+        for cid, why in items:
+            key = ("r", cid, why)
+            body = self._rows.get(key)
+            if body is None:
+                body = self._put(key, {"chunk_id": cid, "reason": why})
+            out.append(body)
+        return orjson.Fragment(b"[" + b",".join(out) + b"]")
 
 
 def intent_from_profile(
@@ -127,6 +171,7 @@ class RetrievalAgent:
         if self.audit.background:
             store.add_close_hook(self.audit.close)  # the writer finishes before Mem0's client closes
         self._queries = _LRU(512)
+        self._json_rows = _SnapshotRows()
         self._semaphore = threading.BoundedSemaphore(self.config.retrieval.concurrency)
         self._async_semaphore: asyncio.Semaphore | None = None
         self._patterns: tuple[float, list[tuple[str, str, str]]] | None = None
@@ -448,8 +493,8 @@ class RetrievalAgent:
             "summary": summary.model_dump(mode="json"),
             "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict(),
                           "excerpt": list(sel.chosen[cid].span) if sel.chosen[cid].span is not None else None} for cid in selected_ids],
-            "rejected": [{"chunk_id": cid, "reason": why} for cid, why in sorted(sel.excluded.items())],
-            "candidates": [{"chunk_id": cid, "section_type": s.chunk.section_type, "page_range": s.chunk.page_range, "document_id": s.chunk.document_id, "origin": s.origin, "terms": s.terms.as_dict()} for cid, s in sorted(scored_by_id.items())],
+            "rejected": self._json_rows.rejected(sorted(sel.excluded.items())),
+            "candidates": self._json_rows.candidates(sorted(scored_by_id.items())),
             "coverage": {"required": report.required, "covered": report.covered, "partial": {k: list(v) for k, v in report.partial.items()}, "absent": report.absent, "unfit": report.unfit},
             "visible_text_sha256": sha256_hex(visible_text),
             "citations": {f"E{i}": r.chunk_id for i, r in enumerate(refs, start=1)},

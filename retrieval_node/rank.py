@@ -521,6 +521,11 @@ class ScoreTerms:
     numeric: tuple[str, ...] = ()
     patterns: tuple[str, ...] = ()
 
+    def key(self) -> tuple[object, ...]:
+        """Every field, hashable (what :meth:`as_dict` is a function of)."""
+        return (self.dense, self.lexical, self.semantic, self.risk, self.pattern, self.combined,
+                self.risk_kinds, self.risk_terms, self.benign_terms, self.numeric, self.patterns)
+
     def as_dict(self) -> dict[str, object]:
         return {
             "dense": round(self.dense, 6),

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mem0.vector_stores.base import VectorStoreBase
 
 from ..errors import BackendError
@@ -95,7 +97,7 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         if ids is None:
             raise ValueError("EdgeMemoryStore.insert needs ids (Mem0 always passes them)")
         points = [
-            qe.Point(id=str(ids[i]), vector={VECTOR: [float(x) for x in vectors[i]]}, payload=dict(payloads[i]) if payloads else {})
+            qe.Point(id=str(ids[i]), vector={VECTOR: np.asarray(vectors[i], dtype=np.float64).tolist()}, payload=dict(payloads[i]) if payloads else {})
             for i in range(len(vectors))
         ]
         with self._write_lock:
