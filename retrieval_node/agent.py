@@ -332,8 +332,15 @@ class RetrievalAgent:
         redacted = sorted((c for c in in_plan if trust.allows_redacted(c.deal_id, c.sensitivity)), key=lambda c: c.reading_key)
         above_trust = sum(1 for c in in_plan if not trust.allows(c.deal_id, c.sensitivity) and not trust.allows_redacted(c.deal_id, c.sensitivity))
 
-        def keep(chunk: ChunkView) -> bool:  # a chunk with a material risk is a candidate whatever its similarity
-            return self.ranker.risk(chunk.content_hash, chunk.content, domains).material
+        # a chunk with a material risk is a candidate whatever its similarity; whether it is material depends on
+        # the chunk and the domains only, so the answer is kept on the deal view (filled as chunks are asked about)
+        material: dict[str, bool] = view.memo(("material", tuple(domains)), dict)
+
+        def keep(chunk: ChunkView) -> bool:
+            hit = material.get(chunk.chunk_id)
+            if hit is None:
+                hit = material[chunk.chunk_id] = self.ranker.risk(chunk.content_hash, chunk.content, domains).material
+            return hit
 
         result = self.retriever.retrieve(
             deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=sections,

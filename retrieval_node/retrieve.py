@@ -56,6 +56,7 @@ class DealView:
     _bm25_lock: threading.Lock = field(default_factory=threading.Lock)
     _bm25_cache: dict[str, dict[str, float]] = field(default_factory=dict)
     _zones: dict[str, list[ChunkView]] | None = None
+    _memo: dict[Any, Any] = field(default_factory=dict)
 
     #: BM25 results kept per deal view (agents repeat their profile queries).
     BM25_CACHE = 64
@@ -69,6 +70,14 @@ class DealView:
                     index.setdefault(z, []).append(self.chunks[cid])
             self._zones = index
         return self._zones.get(zone, [])
+
+    def memo(self, key: Any, build: Any) -> Any:
+        """``build()`` once per view and key (for values that are a function of the deal's chunks only)."""
+        value = self._memo.get(key)
+        if value is None:
+            value = build()
+            self._memo[key] = value
+        return value
 
     def bm25_scores(self, query: str) -> dict[str, float]:
         """BM25 score of every chunk of the deal for ``query`` (absent where no term matches). Do not mutate."""
