@@ -85,7 +85,7 @@ class _SnapshotRows:
     for about a quarter of a call. The snapshot's bytes are the same as serialising the dicts.
     """
 
-    LIMIT = 200_000
+    LIMIT = 50_000  # ~350 bytes a row: ~17 MB at most
 
     def __init__(self) -> None:
         self._rows: dict[tuple[Any, ...], bytes] = {}
