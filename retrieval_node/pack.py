@@ -298,15 +298,20 @@ class ContextPackager:
             key=lambda s: (-s.terms.risk, self.block_cost(s.chunk), s.chunk.chunk_id),
         )
         share_room = int((budget - overhead) * risk_share)
+        bounds: tuple[int, int, int, int] | None = None  # free, risk room, most freeable, most risk room: kept until a placement
         for s in left:
-            risk_room = share_room - sum(self.cost(c) for c in sel.chosen.values() if c.material)
-            free = budget - self.used(sel, overhead)
-            if free < MIN_EXCERPT_TOKENS and not any(c.span is None and not c.origin.startswith("zone:") for c in sel.chosen.values()):
-                break  # no room, nothing left to shrink or evict: no further risk can be placed (spares the excerpt search)
+            if bounds is None:
+                bounds = self._room_bounds(sel, budget=budget, overhead=overhead, share_room=share_room, required=req, excerpt_for=excerpt_for)
+            free, risk_room, max_free, max_risk = bounds
+            if max_free < MIN_EXCERPT_TOKENS:
+                break  # no room and nothing to shrink or evict: no further risk can be placed (spares the excerpt search)
             whole = self.block_cost(s.chunk)
-            span = excerpt_for(s.chunk) if excerpt_for is not None else None
+            span = excerpt_for(s.chunk) if excerpt_for is not None and whole > min(free, risk_room) else None
             excerpt = self.excerpt_cost(s.chunk, span) if span is not None else None
             cheapest = min(whole, excerpt) if excerpt is not None else whole
+            if cheapest > max_free or (cheapest > free and cheapest > max_risk):
+                continue  # cannot be made to fit in this state
+            bounds = None
             if whole <= min(free, risk_room):
                 s.span = None
             elif excerpt is not None and excerpt <= min(free, risk_room):
@@ -357,14 +362,38 @@ class ContextPackager:
             self.add(sel, s, why)
             placed.append(s.chunk.chunk_id)
         if placed:  # room left after shrinking: whole chunks again, strongest risk first, as in select()
+            free = budget - self.used(sel, overhead)
+            risk_room = share_room - sum(self.cost(x) for x in sel.chosen.values() if x.material)
             for c in sorted((c for c in sel.chosen.values() if c.material and c.span is not None),
                             key=lambda c: (-c.terms.risk, self.block_cost(c.chunk), c.chunk.chunk_id)):
                 delta = self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, c.span)  # type: ignore[arg-type]
-                risk_room = share_room - sum(self.cost(x) for x in sel.chosen.values() if x.material)
-                if delta <= min(budget - self.used(sel, overhead), risk_room):
+                if delta <= min(free, risk_room):
+                    free -= delta
+                    risk_room -= delta
                     c.span = None
                     sel.reasons[c.chunk.chunk_id] = f"material risk ({', '.join(c.terms.risk_kinds)}), risk {c.terms.risk:.2f}; whole again after placement"
         return placed
+
+    def _room_bounds(self, sel: Selection, *, budget: int, overhead: int, share_room: int, required: set[str],
+                     excerpt_for: ExcerptFor | None) -> tuple[int, int, int, int]:
+        """(free room, risk room, the most room evicting plain context and shrinking whole risk chunks could
+        give, the most risk room shrinking could give): a quick test before planning any move."""
+        free = budget - self.used(sel, overhead)
+        risk_room = share_room - sum(self.cost(c) for c in sel.chosen.values() if c.material)
+        cover: dict[str, int] = {}
+        for c in sel.chosen.values():
+            for z in required & set(c.chunk.zones):
+                cover[z] = cover.get(z, 0) + 1
+        movable = [c for c in sel.chosen.values() if not c.origin.startswith("zone:")]
+        plain = sum(self.cost(c) for c in movable if not c.material and all(cover[z] > 1 for z in required & set(c.chunk.zones)))
+        shrink = 0
+        if excerpt_for is not None:
+            for c in movable:
+                if c.material and c.span is None:
+                    span = excerpt_for(c.chunk)
+                    if span is not None:
+                        shrink += max(0, self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, span))
+        return free, risk_room, free + plain + shrink, risk_room + shrink
 
     def _plan_room(self, need: int, *, evict_first: Sequence[Scored], shrink: Sequence[Scored], evict_then: Sequence[Scored],
                    excerpt_for: ExcerptFor | None) -> tuple[list[tuple[Scored, tuple[int, int]]], list[Scored]] | None:
