@@ -85,10 +85,16 @@ class CoverageSelfCheck:
                 continue
             best = sorted(cands, key=lambda s: (-s.terms.risk, -s.terms.combined, self.packager.block_cost(s.chunk), s.chunk.chunk_id))
             placed = False
+            bound: dict[bool, int] = {}  # the most room fit() could make, per kind of item; sel does not change until a fit succeeds
             for cand in best:
                 if cand.chunk.chunk_id in sel.chosen:
                     placed = True
                     break
+                if cand.material not in bound:
+                    bound[cand.material] = self.packager.fit_bound(sel, budget=budget, overhead=overhead, material=cand.material,
+                                                                   required=report.required, excerpt_for=excerpt_for)
+                if self.packager.block_cost(cand.chunk) > bound[cand.material]:
+                    continue
                 cand.origin = f"zone:{zone}"
                 evicted = self.packager.fit(sel, cand, budget=budget, overhead=overhead, reason=f"required zone {zone}", required=report.required,
                                             excerpt_for=excerpt_for)

@@ -278,6 +278,29 @@ class ContextPackager:
         self.add(sel, item, reason)
         return [v.chunk.chunk_id for v in evict]
 
+    def fit_bound(self, sel: Selection, *, budget: int, overhead: int, material: bool, required: Sequence[str] = (),
+                  excerpt_for: ExcerptFor | None = None) -> int:
+        """The most room :meth:`fit` could make in ``sel`` for an item (material or not): a chunk costing more
+        cannot be placed, so a caller trying several candidates skips it without planning."""
+        free = budget - self.used(sel, overhead)
+        req = set(required)
+        cover: dict[str, int] = {}
+        for c in sel.chosen.values():
+            for z in req & set(c.chunk.zones):
+                cover[z] = cover.get(z, 0) + 1
+        room = free
+        for c in sel.chosen.values():
+            if c.origin.startswith("zone:"):
+                continue
+            evictable = not c.material or c.terms.risk < STRONG_RISK or (material and all(cover[z] > 1 for z in req & set(c.chunk.zones)))
+            if evictable:
+                room += self.cost(c)
+            elif c.span is None and excerpt_for is not None:
+                span = excerpt_for(c.chunk)
+                if span is not None:
+                    room += max(0, self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, span))
+        return room
+
     def place_risks(self, sel: Selection, scored: Sequence[Scored], *, budget: int, overhead: int, risk_share: float = 1.0,
                     required: Sequence[str] = (), excerpt_for: ExcerptFor | None = None) -> list[str]:
         """After coverage: give every material chunk still left out (one found by a zone re-retrieval, or
