@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .audit import _ORJSON_CANONICAL, AuditLog, new_audit_id
+from .audit import AuditLog, canonical_json, new_audit_id
 from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
 from .coverage import CoverageReport, CoverageSelfCheck
@@ -91,7 +91,7 @@ class _SnapshotRows:
         self._rows: dict[tuple[Any, ...], bytes] = {}
 
     def _put(self, key: tuple[Any, ...], row: dict[str, Any]) -> bytes:
-        body = orjson.dumps(row, option=_ORJSON_CANONICAL, default=str)
+        body = canonical_json(row)
         if len(self._rows) >= self.LIMIT:
             self._rows.clear()
         self._rows[key] = body

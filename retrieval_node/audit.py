@@ -30,6 +30,11 @@ from .models import RetrievalAuditEntry, sha256_hex
 
 #: Sorted keys, str keys for others, datetimes through ``default=str`` as the stdlib encoder did.
 _ORJSON_CANONICAL = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The canonical bytes of a snapshot or a part of one: sorted keys, compact, UTF-8 (orjson)."""
+    return orjson.dumps(obj, option=_ORJSON_CANONICAL, default=str)
 _SNAPSHOT_HEAD = b'{"sha256":"'
 _SNAPSHOT_MID = b'","snapshot":'
 
@@ -92,7 +97,7 @@ class AuditLog:
         stdlib encoder took ~10 ms of a call, all of it holding the GIL) and embedded as is, so
         :meth:`read_snapshot` checks the hash on the stored bytes themselves.
         """
-        body = orjson.dumps(snapshot, option=_ORJSON_CANONICAL, default=str)
+        body = canonical_json(snapshot)
         digest = hashlib.sha256(body).hexdigest()
         _atomic_write(self.snapshot_path(audit_id), _SNAPSHOT_HEAD + digest.encode() + _SNAPSHOT_MID + body + b"}")
         return digest
@@ -112,7 +117,7 @@ class AuditLog:
         wrapper = json.loads(raw.decode("utf-8"))
         snap = wrapper["snapshot"]
         std = json.dumps(snap, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-        if wrapper.get("sha256") not in (sha256_hex(std), hashlib.sha256(orjson.dumps(snap, option=_ORJSON_CANONICAL, default=str)).hexdigest()):
+        if wrapper.get("sha256") not in (sha256_hex(std), hashlib.sha256(canonical_json(snap)).hexdigest()):
             raise IntegrityError(f"audit snapshot {audit_id} does not match its hash: it was modified after it was written")
         return snap
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .pack import ContextPackager, ExcerptFor, Scored, Selection
+from .pack import ContextPackager, ExcerptFor, Scored, Selection, zone_counts
 
 
 def coverage_score(required: Sequence[str], covered: Sequence[str]) -> float:
@@ -45,12 +45,8 @@ class CoverageReport:
         return coverage_score(self.required, self.covered)
 
 
-def zones_in(sel: Selection) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for s in sel.chosen.values():
-        for z in s.chunk.zones:
-            out[z] = out.get(z, 0) + 1
-    return out
+#: Packaged chunks per zone (kept under its earlier name).
+zones_in = zone_counts
 
 
 class CoverageSelfCheck:

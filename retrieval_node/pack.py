@@ -58,6 +58,10 @@ class Scored:
         return bool(self.terms.risk_kinds)
 
 
+def _weakest_first(s: Scored) -> tuple[float, float, str]:
+    return (s.terms.risk, s.terms.combined, s.chunk.chunk_id)
+
+
 @dataclass(slots=True)
 class Selection:
     """Chunks chosen so far, with the reason for each and for every exclusion."""
@@ -66,6 +70,22 @@ class Selection:
     reasons: dict[str, str] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+
+
+def zone_counts(sel: Selection) -> dict[str, int]:
+    """Packaged chunks per zone."""
+    out: dict[str, int] = {}
+    for s in sel.chosen.values():
+        for z in s.chunk.zones:
+            out[z] = out.get(z, 0) + 1
+    return out
+
+
+def _not_sole_cover(sel: Selection, required: Sequence[str]) -> Callable[[Scored], bool]:
+    """Whether a packaged chunk can go without leaving one of the ``required`` zones uncovered."""
+    req = set(required)
+    cover = zone_counts(sel)
+    return lambda s: all(cover.get(z, 0) > 1 for z in req & set(s.chunk.zones))
 
 
 def fence_for(content: str, content_hash: str) -> str:
@@ -215,14 +235,7 @@ class ContextPackager:
                 continue
             remaining -= cost
             risk_room -= cost
-        for s in risky:  # upgrade excerpts to the whole chunk, strongest risk first, while the risk room allows
-            if s.span is not None and s.chunk.chunk_id in sel.chosen:
-                delta = self.block_cost(s.chunk) - self.excerpt_cost(s.chunk, s.span)
-                if delta <= min(remaining, risk_room):
-                    s.span = None
-                    sel.reasons[s.chunk.chunk_id] = f"material risk ({', '.join(s.terms.risk_kinds)}), risk {s.terms.risk:.2f}"
-                    remaining -= delta
-                    risk_room -= delta
+        remaining, risk_room = self._upgrade(sel, risky, free=remaining, risk_room=risk_room)
         rest = sorted((s for s in scored if s.chunk.chunk_id not in sel.chosen), key=lambda s: (-s.terms.combined, s.chunk.chunk_id))
         for s in rest:
             s.span = None
@@ -252,22 +265,8 @@ class ContextPackager:
         if cost <= free:
             self.add(sel, item, reason)
             return []
-        movable = [s for s in sel.chosen.values() if not s.origin.startswith("zone:")]
-        evict_plain = sorted((s for s in movable if not s.material), key=lambda s: (s.terms.combined, s.chunk.chunk_id))
-        weak = sorted((s for s in movable if s.material and s.terms.risk < STRONG_RISK), key=lambda s: (s.terms.risk, s.terms.combined, s.chunk.chunk_id))
-        strong: list[Scored] = []
-        if item.material:
-            req = set(required)
-            cover: dict[str, int] = {}
-            for s in sel.chosen.values():
-                for z in req & set(s.chunk.zones):
-                    cover[z] = cover.get(z, 0) + 1
-            strong = sorted(
-                (s for s in movable if s.material and s.terms.risk >= STRONG_RISK and all(cover[z] > 1 for z in req & set(s.chunk.zones))),
-                key=lambda s: (s.terms.risk, s.terms.combined, s.chunk.chunk_id),
-            )
-        shrinkable = sorted((s for s in movable if s.material), key=lambda s: (s.terms.risk, s.terms.combined, s.chunk.chunk_id))
-        plan = self._plan_room(cost - free, evict_first=evict_plain, shrink=shrinkable, evict_then=weak + strong, excerpt_for=excerpt_for)
+        evict_plain, shrinkable, evict_then = self._fit_moves(sel, material=item.material, required=required)
+        plan = self._plan_room(cost - free, evict_first=evict_plain, shrink=shrinkable, evict_then=evict_then, excerpt_for=excerpt_for)
         if plan is None:
             return None
         shrinks, evict = plan
@@ -278,28 +277,26 @@ class ContextPackager:
         self.add(sel, item, reason)
         return [v.chunk.chunk_id for v in evict]
 
+    def _fit_moves(self, sel: Selection, *, material: bool, required: Sequence[str]) -> tuple[list[Scored], list[Scored], list[Scored]]:
+        """What :meth:`fit` may do, in order: evict plain chunks, shrink risk chunks, evict weak (then, for a
+        material item, strong but not sole-cover) risk chunks. Chunks placed for a zone are never touched."""
+        movable = [c for c in sel.chosen.values() if not c.origin.startswith("zone:")]
+        plain = sorted((c for c in movable if not c.material), key=lambda c: (c.terms.combined, c.chunk.chunk_id))
+        weak = sorted((c for c in movable if c.material and c.terms.risk < STRONG_RISK), key=_weakest_first)
+        strong: list[Scored] = []
+        if material:
+            spare = _not_sole_cover(sel, required)
+            strong = sorted((c for c in movable if c.material and c.terms.risk >= STRONG_RISK and spare(c)), key=_weakest_first)
+        return plain, sorted((c for c in movable if c.material), key=_weakest_first), weak + strong
+
     def fit_bound(self, sel: Selection, *, budget: int, overhead: int, material: bool, required: Sequence[str] = (),
                   excerpt_for: ExcerptFor | None = None) -> int:
         """The most room :meth:`fit` could make in ``sel`` for an item (material or not): a chunk costing more
         cannot be placed, so a caller trying several candidates skips it without planning."""
-        free = budget - self.used(sel, overhead)
-        req = set(required)
-        cover: dict[str, int] = {}
-        for c in sel.chosen.values():
-            for z in req & set(c.chunk.zones):
-                cover[z] = cover.get(z, 0) + 1
-        room = free
-        for c in sel.chosen.values():
-            if c.origin.startswith("zone:"):
-                continue
-            evictable = not c.material or c.terms.risk < STRONG_RISK or (material and all(cover[z] > 1 for z in req & set(c.chunk.zones)))
-            if evictable:
-                room += self.cost(c)
-            elif c.span is None and excerpt_for is not None:
-                span = excerpt_for(c.chunk)
-                if span is not None:
-                    room += max(0, self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, span))
-        return room
+        plain, shrinkable, evict_then = self._fit_moves(sel, material=material, required=required)
+        evictable = {c.chunk.chunk_id for c in plain + evict_then}
+        return (budget - self.used(sel, overhead) + sum(self.cost(c) for c in plain + evict_then)
+                + sum(self._saving(c, excerpt_for)[1] for c in shrinkable if c.chunk.chunk_id not in evictable))
 
     def place_risks(self, sel: Selection, scored: Sequence[Scored], *, budget: int, overhead: int, risk_share: float = 1.0,
                     required: Sequence[str] = (), excerpt_for: ExcerptFor | None = None) -> list[str]:
@@ -344,10 +341,7 @@ class ContextPackager:
             else:
                 # whole risk chunks keep their strongest passage (weakest risk first): the passage of every
                 # risk before the whole text of a few, as in select()
-                whole_risks = sorted(
-                    (c for c in sel.chosen.values() if c.material and c.span is None and not c.origin.startswith("zone:")),
-                    key=lambda c: (c.terms.risk, c.terms.combined, c.chunk.chunk_id),
-                )
+                plain, whole_risks = self._risk_moves(sel, req)
                 shrinks: list[tuple[Scored, tuple[int, int]]] = []
                 if cheapest > risk_room:  # the risk share is full: only shrinking risk chunks makes room in it
                     plan = self._plan_room(cheapest - risk_room, evict_first=[], shrink=whole_risks, evict_then=[], excerpt_for=excerpt_for)
@@ -357,15 +351,6 @@ class ContextPackager:
                 saved = sum(self.block_cost(v.chunk) - self.excerpt_cost(v.chunk, sp) for v, sp in shrinks)
                 evict: list[Scored] = []
                 if cheapest > free + saved:
-                    cover: dict[str, int] = {}
-                    for c in sel.chosen.values():
-                        for z in req & set(c.chunk.zones):
-                            cover[z] = cover.get(z, 0) + 1
-                    plain = sorted(
-                        (c for c in sel.chosen.values() if not c.material and not c.origin.startswith("zone:")
-                         and all(cover[z] > 1 for z in req & set(c.chunk.zones))),
-                        key=lambda c: (c.terms.combined, c.chunk.chunk_id),
-                    )
                     done = {v.chunk.chunk_id for v, _ in shrinks}
                     plan = self._plan_room(cheapest - free - saved, evict_first=plain, shrink=[c for c in whole_risks if c.chunk.chunk_id not in done],
                                            evict_then=[], excerpt_for=excerpt_for)
@@ -385,38 +370,50 @@ class ContextPackager:
             self.add(sel, s, why)
             placed.append(s.chunk.chunk_id)
         if placed:  # room left after shrinking: whole chunks again, strongest risk first, as in select()
-            free = budget - self.used(sel, overhead)
-            risk_room = share_room - sum(self.cost(x) for x in sel.chosen.values() if x.material)
-            for c in sorted((c for c in sel.chosen.values() if c.material and c.span is not None),
-                            key=lambda c: (-c.terms.risk, self.block_cost(c.chunk), c.chunk.chunk_id)):
-                delta = self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, c.span)  # type: ignore[arg-type]
+            self._upgrade(sel, sorted((c for c in sel.chosen.values() if c.material), key=lambda c: (-c.terms.risk, self.block_cost(c.chunk), c.chunk.chunk_id)),
+                          free=budget - self.used(sel, overhead),
+                          risk_room=share_room - sum(self.cost(x) for x in sel.chosen.values() if x.material))
+        return placed
+
+    def _upgrade(self, sel: Selection, ordered: Sequence[Scored], *, free: int, risk_room: int) -> tuple[int, int]:
+        """Packaged excerpts of ``ordered`` back to their whole chunk, in that order, while room allows;
+        returns the room left (free, risk room)."""
+        for c in ordered:
+            if c.span is not None and c.chunk.chunk_id in sel.chosen:
+                delta = self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, c.span)
                 if delta <= min(free, risk_room):
+                    c.span = None
+                    sel.reasons[c.chunk.chunk_id] = f"material risk ({', '.join(c.terms.risk_kinds)}), risk {c.terms.risk:.2f}"
                     free -= delta
                     risk_room -= delta
-                    c.span = None
-                    sel.reasons[c.chunk.chunk_id] = f"material risk ({', '.join(c.terms.risk_kinds)}), risk {c.terms.risk:.2f}; whole again after placement"
-        return placed
+        return free, risk_room
+
+    def _risk_moves(self, sel: Selection, required: set[str]) -> tuple[list[Scored], list[Scored]]:
+        """What :meth:`place_risks` may do: evict plain chunks that no zone needs (ascending score), shrink
+        whole risk chunks (weakest first). Risk chunks and chunks placed for a zone are never evicted."""
+        movable = [c for c in sel.chosen.values() if not c.origin.startswith("zone:")]
+        spare = _not_sole_cover(sel, required)
+        plain = sorted((c for c in movable if not c.material and spare(c)), key=lambda c: (c.terms.combined, c.chunk.chunk_id))
+        return plain, sorted((c for c in movable if c.material and c.span is None), key=_weakest_first)
+
+    def _saving(self, c: Scored, excerpt_for: ExcerptFor | None) -> tuple[tuple[int, int] | None, int]:
+        """(excerpt span, tokens saved) by quoting whole chunk ``c`` as its excerpt; (None, 0) when it cannot be."""
+        if excerpt_for is None or c.span is not None:
+            return None, 0
+        span = excerpt_for(c.chunk)
+        if span is None:
+            return None, 0
+        return span, max(0, self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, span))
 
     def _room_bounds(self, sel: Selection, *, budget: int, overhead: int, share_room: int, required: set[str],
                      excerpt_for: ExcerptFor | None) -> tuple[int, int, int, int]:
-        """(free room, risk room, the most room evicting plain context and shrinking whole risk chunks could
-        give, the most risk room shrinking could give): a quick test before planning any move."""
+        """(free room, risk room, the most room :meth:`_risk_moves` could give, the most risk room shrinking
+        could give): a quick test before planning any move."""
         free = budget - self.used(sel, overhead)
         risk_room = share_room - sum(self.cost(c) for c in sel.chosen.values() if c.material)
-        cover: dict[str, int] = {}
-        for c in sel.chosen.values():
-            for z in required & set(c.chunk.zones):
-                cover[z] = cover.get(z, 0) + 1
-        movable = [c for c in sel.chosen.values() if not c.origin.startswith("zone:")]
-        plain = sum(self.cost(c) for c in movable if not c.material and all(cover[z] > 1 for z in required & set(c.chunk.zones)))
-        shrink = 0
-        if excerpt_for is not None:
-            for c in movable:
-                if c.material and c.span is None:
-                    span = excerpt_for(c.chunk)
-                    if span is not None:
-                        shrink += max(0, self.block_cost(c.chunk) - self.excerpt_cost(c.chunk, span))
-        return free, risk_room, free + plain + shrink, risk_room + shrink
+        plain, whole_risks = self._risk_moves(sel, required)
+        shrink = sum(self._saving(c, excerpt_for)[1] for c in whole_risks)
+        return free, risk_room, free + sum(self.cost(c) for c in plain) + shrink, risk_room + shrink
 
     def _plan_room(self, need: int, *, evict_first: Sequence[Scored], shrink: Sequence[Scored], evict_then: Sequence[Scored],
                    excerpt_for: ExcerptFor | None) -> tuple[list[tuple[Scored, tuple[int, int]]], list[Scored]] | None:
@@ -432,20 +429,16 @@ class ContextPackager:
                 break
             evict.append(v)
             freed += self.cost(v)
-        if excerpt_for is not None:
-            for v in shrink:
-                if freed >= need:
-                    break
-                if v.span is not None or v in evict:
-                    continue
-                span = excerpt_for(v.chunk)
-                if span is None:
-                    continue
-                saving = self.block_cost(v.chunk) - self.excerpt_cost(v.chunk, span)
-                if saving > 0:
-                    shrinks.append((v, span))
-                    shrunk[v.chunk.chunk_id] = self.excerpt_cost(v.chunk, span)
-                    freed += saving
+        for v in shrink:
+            if freed >= need:
+                break
+            if v in evict:
+                continue
+            span, saving = self._saving(v, excerpt_for)
+            if span is not None and saving > 0:
+                shrinks.append((v, span))
+                shrunk[v.chunk.chunk_id] = self.excerpt_cost(v.chunk, span)
+                freed += saving
         for v in evict_then:
             if freed >= need:
                 break
@@ -557,4 +550,5 @@ __all__ = [
     "render_block",
     "render_evidence",
     "to_reference",
+    "zone_counts",
 ]

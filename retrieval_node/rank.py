@@ -133,6 +133,7 @@ class RiskSignal:
 MATERIAL_WEIGHT = 0.6
 
 _MONEY = r"\$\s?([0-9][0-9,]*(?:\.[0-9]{2})?)"
+_MONEY_RE = re.compile(_MONEY)
 _ZERO_AMOUNT = re.compile(r"\$\s?0(?:\.00)?(?![0-9,])|\bnil\b|\bnone\b")
 
 
@@ -295,7 +296,7 @@ def _amount_near(low: str, words: Iterable[str], reach: int = 120) -> float | No
     for w in words:
         for m in re.finditer(re.escape(w), low):
             seg = low[m.end():m.end() + reach]
-            mm = re.search(_MONEY, seg)
+            mm = _MONEY_RE.search(seg)
             if mm:
                 val = _money(mm.group(1))
                 if val > 0:
@@ -318,7 +319,6 @@ FACTOR_GENERIC = 0.35
 FACTOR_BENIGN = 0.1
 
 
-_MONEY_RE = re.compile(_MONEY)
 #: The term is followed by its own amount: "of $...", "of up to $...", "totalling $...", ": $..." (amount above zero).
 _OWN_AMOUNT = re.compile(r"\s*(?:\(|:|,)?\s*(?:of|for|in the amount of|totalling|totaling)?\s*(?:up to|not exceeding)?\s*\$\s?[1-9]")
 #: Normative wording ("may", "shall"): terms of a bylaw or contract even when an amount follows.

@@ -21,6 +21,7 @@ import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -197,7 +198,9 @@ def open_edge_shard(path: Path, *, vector: str, dimension: int, indexes: dict[st
     return shard
 
 
+@lru_cache(maxsize=1)
 def exact_params() -> Any:
+    """``SearchParams(exact=True)``, built once (every search passes it)."""
     import qdrant_edge as qe
 
     return qe.SearchParams(exact=True)
