@@ -30,7 +30,7 @@ from .audit import AuditLog, canonical_json, new_audit_id
 from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
 from .coverage import CoverageReport, CoverageSelfCheck
-from .contracts import ContractPlan, compile_plan
+from .contracts import ContractPlan, compile_plan, narrow_to_contract
 from .backends.vectors import point_id
 from .errors import AccessDenied, ChunkNotFound, ContractViolation, IntegrityError, IntentError, TrustRequired, UnknownAgentError
 from .models import (
@@ -165,6 +165,13 @@ class RetrievalAgent:
             raise IntentError("configs/risk_signals.yaml is missing: the ranker needs risk lexicons")
         self.retriever = SegmentAwareRetriever(store)
         self.ranker = RiskAwareRanker(self.config.risk_signals, lexical_weight=LEXICAL_WEIGHT)
+        # agents that act on some risk kinds only (profile risk_kinds) get a ranker over that part of the lexicon
+        self._rankers: dict[tuple[str, ...], RiskAwareRanker] = {}
+        for profile in self.config.agents.values():
+            if profile.risk_kinds is not None:
+                key = tuple(sorted(set(profile.risk_kinds)))
+                if key not in self._rankers:
+                    self._rankers[key] = RiskAwareRanker(self.config.risk_signals.only_kinds(key), lexical_weight=LEXICAL_WEIGHT)
         self.packager = ContextPackager(store.tokens)
         self.coverage = CoverageSelfCheck(self.packager)
         self.audit = AuditLog(store.home / "audit", store.registry, background=self.config.retrieval.audit_write == "background")
@@ -185,7 +192,8 @@ class RetrievalAgent:
         profile = self.config.agents.get(agent)
         if profile is None:
             raise UnknownAgentError(f"unknown agent {agent!r}; configured agents: {sorted(self.config.agents)}")
-        return intent_from_profile(agent, profile, deal_id=deal_id, stage=stage, budget=budget, query_text=query_text)
+        intent = intent_from_profile(agent, profile, deal_id=deal_id, stage=stage, budget=budget, query_text=query_text)
+        return narrow_to_contract(intent, agent, self.config.contracts, profile_sections=profile.target_section_types, profile_roles=profile.document_roles)
 
     def _profile(self, intent: RetrievalIntent) -> AgentProfile | None:
         for profile in self.config.agents.values():
@@ -203,6 +211,12 @@ class RetrievalAgent:
         if self.config.contracts is None:
             raise ContractViolation("no retrieval contracts are configured (configs/contracts.yaml); nothing is retrieved without one")
         return compile_plan(intent, self._agent_name(intent), self.config.contracts)
+
+    def _ranker(self, intent: RetrievalIntent) -> RiskAwareRanker:
+        profile = self._profile(intent)
+        if profile is None or profile.risk_kinds is None:
+            return self.ranker
+        return self._rankers[tuple(sorted(set(profile.risk_kinds)))]
 
     def _domains(self, intent: RetrievalIntent) -> list[str]:
         profile = self._profile(intent)
@@ -289,9 +303,10 @@ class RetrievalAgent:
     def _score(self, cands: Sequence[Candidate], result: RetrievalResult, intent: RetrievalIntent, patterns: list[tuple[str, str, str]], origin: str) -> list[Scored]:
         weights = self.config.weights[intent.risk_profile]
         domains = self._domains(intent)
+        ranker = self._ranker(intent)
         out = []
         for c in cands:
-            terms = self.ranker.score(
+            terms = ranker.score(
                 content_hash=c.chunk.content_hash, content=c.chunk.content, entity_ids=c.chunk.entity_ids,
                 cosine=c.cosine, bm25=c.bm25, best_bm25=result.best_bm25, weights=weights, domains=domains, patterns=patterns,
             )
@@ -334,12 +349,15 @@ class RetrievalAgent:
 
         # a chunk with a material risk is a candidate whatever its similarity; whether it is material depends on
         # the chunk and the domains only, so the answer is kept on the deal view (filled as chunks are asked about)
-        material: dict[str, bool] = view.memo(("material", tuple(domains)), dict)
+        ranker = self._ranker(intent)
+        profile = self._profile(intent)
+        kinds = None if profile is None or profile.risk_kinds is None else tuple(sorted(set(profile.risk_kinds)))
+        material: dict[str, bool] = view.memo(("material", tuple(domains), kinds), dict)
 
         def keep(chunk: ChunkView) -> bool:
             hit = material.get(chunk.chunk_id)
             if hit is None:
-                hit = material[chunk.chunk_id] = self.ranker.risk(chunk.content_hash, chunk.content, domains).material
+                hit = material[chunk.chunk_id] = ranker.risk(chunk.content_hash, chunk.content, domains).material
             return hit
 
         result = self.retriever.retrieve(
@@ -376,12 +394,11 @@ class RetrievalAgent:
         t = time.perf_counter()
         budget = intent.max_tokens_budget
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
-        profile = self._profile(intent)
         share = profile.risk_budget_share if profile is not None else 1.0
         excerpt_chars = profile.excerpt_max_chars if profile is not None else EXCERPT_MAX_CHARS
 
         def excerpt_for(chunk: ChunkView) -> tuple[int, int] | None:
-            return self.ranker.excerpt_span(chunk.content_hash, chunk.content, domains, max_chars=excerpt_chars)
+            return ranker.excerpt_span(chunk.content_hash, chunk.content, domains, max_chars=excerpt_chars)
 
         sel = self.packager.select(scored, budget=budget, overhead=overhead, zones=intent.required_structural_zones or (), risk_share=share,
                                    excerpt_for=excerpt_for) if scored else Selection()

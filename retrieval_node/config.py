@@ -17,6 +17,7 @@ any error is a :class:`~retrieval_node.errors.ConfigError` naming the file and k
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -153,6 +154,11 @@ class AgentProfile(_Strict):
         description="Longest verbatim excerpt cut from a risk chunk that does not fit whole (characters). "
         "A drafting agent needs the registration line, not the narrative: a shorter excerpt lets every risk in.",
     )
+    risk_kinds: list[str] | None = Field(
+        None,
+        description="Risk kinds this agent acts on (builders_lien, special_levy, ...); a chunk whose only risks are of other kinds "
+        "is not a risk for it. None: every kind of its risk_domains.",
+    )
     stages: list[Stage] = Field(default_factory=lambda: list(Stage), description="Deal stages in which the agent may run.")
 
     @field_validator("required_zones")
@@ -229,6 +235,19 @@ class RiskLexicon(_Strict):
         description="Routine subjects of an instrument; right after a term ('caveat re: utility right of way') they make it benign.",
     )
     benign_window_chars: int = Field(60, ge=0, le=400, description="How close a benign cue must be to the term, characters.")
+    reserve_shortfall_detector: bool = Field(
+        True, description="Read a reserve fund below the shortfall ratio from its numbers (condo domain; kind reserve_shortfall).",
+    )
+
+    def kinds(self) -> set[str]:
+        """Every risk kind the lexicon can report."""
+        return {t.kind for d in self.domains.values() for t in d.terms} | ({"reserve_shortfall"} if self.reserve_shortfall_detector else set())
+
+    def only_kinds(self, kinds: Sequence[str]) -> RiskLexicon:
+        """The lexicon restricted to terms (and detectors) of ``kinds``: what one agent acts on."""
+        keep = set(kinds)
+        domains = {name: d.model_copy(update={"terms": [t for t in d.terms if t.kind in keep]}) for name, d in self.domains.items()}
+        return self.model_copy(update={"domains": domains, "reserve_shortfall_detector": self.reserve_shortfall_detector and "reserve_shortfall" in keep})
 
 
 class NodeConfig(_Strict):
@@ -251,6 +270,11 @@ class NodeConfig(_Strict):
                 unknown = [d for d in agent.risk_domains if d not in self.risk_signals.domains]
                 if unknown:
                     raise ValueError(f"agent {name!r} names unknown risk domain(s) {unknown}")
+                if agent.risk_kinds is not None:
+                    known = self.risk_signals.kinds()
+                    unknown = sorted(set(agent.risk_kinds) - known)
+                    if unknown:
+                        raise ValueError(f"agent {name!r} names unknown risk kind(s) {unknown}; the lexicon has {sorted(known)}")
         return self
 
 

@@ -167,9 +167,44 @@ def compile_plan(intent: RetrievalIntent, agent_name: str, contracts: ContractSe
     )
 
 
+def narrow_to_contract(
+    intent: RetrievalIntent,
+    agent_name: str,
+    contracts: ContractSet | None,
+    *,
+    profile_sections: list[SectionType],
+    profile_roles: list[DocumentRole] | None = None,
+) -> RetrievalIntent:
+    """Drop from a profile-built intent the profile's default sections / roles its contract forbids at the intent's stage.
+
+    A profile lists everything its agent may need over the whole deal; its contract may take
+    some of it away in one stage (the drafting-stage scribe gets no raw board minutes). The
+    intent an adapter builds from the profile therefore asks only for what the stage allows.
+    Only the profile's own defaults are dropped: a section an adapter or a caller added stays,
+    and :func:`compile_plan` still rejects it. If nothing would be left, the intent is returned
+    unchanged (and is rejected by :func:`compile_plan`, with the reason).
+    """
+    contract = None if contracts is None else contracts.contracts.get(agent_name)
+    if contract is None or intent.stage not in contract.stages:
+        return intent
+    rule = contract.rule_for(intent.stage)
+    allowed = set(rule.allowed_sections or list(SectionType)) - set(rule.forbidden_sections)
+    sections = [s for s in intent.target_section_types if s in allowed or s not in set(profile_sections)]
+    roles = intent.document_roles
+    if roles is not None:
+        allowed_roles = set(rule.allowed_roles or list(DocumentRole)) - set(rule.forbidden_roles)
+        roles = [r for r in roles if r in allowed_roles or r not in set(profile_roles or [])]
+    dropped = sorted({s.value for s in intent.target_section_types} - {s.value for s in sections})
+    dropped += sorted({r.value for r in intent.document_roles or []} - {r.value for r in roles or []})
+    if not dropped or not sections or roles == []:
+        return intent
+    logger.info("intent %s of agent %r narrowed to its contract in stage %s: dropped %s", intent.intent_id, agent_name, intent.stage.value, dropped)
+    return RetrievalIntent.model_validate({**intent.model_dump(), "target_section_types": sections, "document_roles": roles})
+
+
 def _reject(intent: RetrievalIntent, why: str) -> None:
     logger.warning("retrieval request rejected by contract: deal=%s intent=%s agent=%s: %s", intent.deal_id, intent.intent_id, intent.agent_id, why)
     raise ContractViolation(why)
 
 
-__all__ = ["AgentContract", "ContractPlan", "ContractQuery", "ContractRule", "ContractSet", "StageOverride", "compile_plan"]
+__all__ = ["AgentContract", "ContractPlan", "ContractQuery", "ContractRule", "ContractSet", "StageOverride", "compile_plan", "narrow_to_contract"]

@@ -309,7 +309,7 @@ _AMOUNT = re.compile(r"\$\s?\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
 _DATE = re.compile(
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
 )
-_MODAL = re.compile(r"\b(?:may|shall|if|any|such|in the event|from time to time|unless|whether|provided that)\b")
+_MODAL = re.compile(r"\b(?:may(?!,?\s*\d)|shall|if|any|such|in the event|from time to time|unless|whether|provided that)\b")
 
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
 #: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
@@ -322,7 +322,7 @@ FACTOR_BENIGN = 0.1
 #: The term is followed by its own amount: "of $...", "of up to $...", "totalling $...", ": $..." (amount above zero).
 _OWN_AMOUNT = re.compile(r"\s*(?:\(|:|,)?\s*(?:of|for|in the amount of|totalling|totaling)?\s*(?:up to|not exceeding)?\s*\$\s?[1-9]")
 #: Normative wording ("may", "shall"): terms of a bylaw or contract even when an amount follows.
-_NORMATIVE = re.compile(r"\b(?:may|shall|from time to time)\b")
+_NORMATIVE = re.compile(r"\b(?:may(?!,?\s*\d)|shall|from time to time)\b")
 #: Conditional wording ("if", "unless", "in the event", "exceeding"): the amount is a threshold, not a fact.
 _CONDITIONAL = re.compile(r"\b(?:if|unless|in the event|whether|provided that|exceed(?:s|ing)?|over|more than|greater than|threshold)\b")
 
@@ -406,7 +406,7 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
         best = max(best, m.weight)
         if not m.benign and m.weight >= MATERIAL_WEIGHT:
             kinds.add(m.kind)
-    if "condo" in domains:
+    if "condo" in domains and lexicon.reserve_shortfall_detector:
         ratio = reserve_shortfall(text)
         if ratio is not None and ratio < shortfall_ratio:
             numeric.append(f"reserve fund at {ratio:.0%} of the recommended balance")

@@ -8,9 +8,10 @@ import pytest
 
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.config import load_config
-from retrieval_node.contracts import ContractSet, compile_plan
+from retrieval_node.contracts import ContractSet, compile_plan, narrow_to_contract
 from retrieval_node.errors import ContractViolation
 from retrieval_node.models import RetrievalIntent
+from retrieval_node.node import RetrievalNode
 
 SAMPLE = "2026-ACME-0042"
 
@@ -45,6 +46,31 @@ def test_drafting_scribe_gets_no_raw_board_minutes(agent):
     assert all(c["section_type"] != "CONDO_MINUTES" for c in snap["candidates"])
     # in diligence the same agent may read minutes
     assert agent.retrieve_sync(_with(base, stage="DILIGENCE", target_section_types=["GENERAL", "CONDO_MINUTES"]))
+
+
+def test_profile_defaults_are_narrowed_to_the_stage_contract(agent, node_config):
+    """The scribe's profile lists minutes (the levy the owners approved); its drafting-stage intent does not ask for them."""
+    profile = node_config.agents["scribe"]
+    assert "CONDO_MINUTES" in profile.target_section_types
+    drafting = agent.intent_for("scribe", deal_id=SAMPLE, stage="DRAFTING")
+    assert "CONDO_MINUTES" not in drafting.target_section_types
+    assert set(drafting.target_section_types) == set(profile.target_section_types) - {"CONDO_MINUTES"}
+    diligence = agent.intent_for("scribe", deal_id=SAMPLE, stage="DILIGENCE")
+    assert set(diligence.target_section_types) == set(profile.target_section_types)
+    # a section the caller (or an adapter) added is not silently dropped: the contract still refuses it
+    extra = _with(drafting, target_section_types=[*drafting.target_section_types, "RESERVE_FUND_REPORT"])
+    assert narrow_to_contract(extra, "scribe", node_config.contracts, profile_sections=profile.target_section_types) == extra
+    with pytest.raises(ContractViolation, match="RESERVE_FUND_REPORT"):
+        agent.retrieve_sync(extra)
+
+
+def test_graph_node_narrows_the_adapters_intent(agent):
+    node = RetrievalNode(agent, trust=FULL_TRUST)
+    _, intent = node.build_intent({"deal_id": SAMPLE, "current_agent": "scribe", "deal_stage": "DRAFTING"})
+    assert "CONDO_MINUTES" not in intent.target_section_types and "SPECIAL_RESOLUTIONS" in intent.target_section_types
+    update = node({"deal_id": SAMPLE, "current_agent": "scribe", "deal_stage": "DRAFTING"})
+    chunks = next(iter(update["context_packages"].values()))["ordered_chunks"]
+    assert chunks and all(c["section_type"] != "CONDO_MINUTES" for c in chunks)
 
 
 def test_sections_outside_the_contract_and_unknown_agents_are_refused(agent):

@@ -33,6 +33,10 @@ LEX = RiskLexicon.model_validate({
     ("Report any special levy over $5,000 to the lender.", False),
     # an ordinary term keeps the old rule: a date makes it concrete
     ("A special levy was approved on February 24, 2026.", True),
+    # the month of May is a date, not the modal verb
+    ("A special levy was approved on May 2, 2026.", True),
+    ("A special levy of $4,000,000 was approved at the meeting of May, 2026.", True),
+    ("The board may approve a special levy.", False),
 ])
 def test_needs_amount_terms_are_material_only_with_money(text, material):
     assert risk_signal(text, LEX, ["condo"]).material is material, risk_signal(text, LEX, ["condo"])
@@ -58,3 +62,25 @@ def test_excerpt_length_follows_max_chars():
         span = best_risk_span(text, LEX, ["condo"], max_chars=limit)
         assert span is not None and span[1] - span[0] <= limit
         assert "special levy of $18,400" in text[span[0]:span[1]]
+
+
+def test_risk_kinds_restrict_what_counts_as_a_risk():
+    """An agent that acts on levies and registrations only: litigation alone is no risk for it, a levy still is."""
+    lex = load_config().risk_signals
+    assert lex is not None
+    suit = "Certificate of lis pendens registered as instrument 262 044 118 on April 3, 2026."
+    levy = "The owners approved a special levy of $18,400 for Unit 147, payable on June 1, 2026."
+    only = lex.only_kinds(["special_levy", "builders_lien"])
+    assert risk_signal(suit, lex, ["title"]).material and not risk_signal(suit, only, ["title"]).material
+    assert risk_signal(levy, only, ["condo"]).kinds == ("special_levy",)
+    reserve = "Reserve fund balance $212,418; fully funded balance $1,402,600."
+    assert "reserve_shortfall" in risk_signal(reserve, lex, ["condo"]).kinds
+    assert not risk_signal(reserve, only, ["condo"]).kinds
+
+
+def test_unknown_risk_kind_in_a_profile_names_the_agent():
+    cfg = load_config()
+    agents = {n: a.model_dump() for n, a in cfg.agents.items()}
+    agents["scribe"]["risk_kinds"] = ["special_levy", "speling_mistake"]
+    with pytest.raises(ValueError, match=r"scribe.*speling_mistake"):
+        type(cfg).model_validate({**cfg.model_dump(), "agents": agents})
