@@ -35,6 +35,9 @@ DEAL_IDS = {"sample_deal": "2026-ACME-0042", "hard_deal": "2026-KEST-0313"}
     # the hard fixture: OCR-damaged liens, a tax notification found only through the tax_liens zone, a caveat
     # copy a required zone once pushed out, 16 condo risks (8,661 tokens) in 6,000: whole or as verbatim excerpts
     ("hard_deal", "investigator"), ("hard_deal", "tax"), ("hard_deal", "condo"),
+    # the scribe: every registration, levy (the special resolution and the meeting that approved it included) and
+    # arrears it drafts around, beside the facts it drafts from
+    ("sample_deal", "scribe"), ("hard_deal", "scribe"),
 ])
 def test_every_gold_risk_in_package_at_the_default_budget(agent, deal, name):
     labels = _labels(deal)
