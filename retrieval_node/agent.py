@@ -19,7 +19,7 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -118,6 +118,14 @@ class _SnapshotRows:
                 body = self._put(key, {"chunk_id": cid, "reason": why})
             out.append(body)
         return orjson.Fragment(b"[" + b",".join(out) + b"]")
+
+
+def _doc_groups(chunks: Iterable[ChunkView]) -> list[tuple[tuple[str, str], list[ChunkView]]]:
+    """A deal's chunks by (document id, role), sorted, each group in reading order (the package's table of contents)."""
+    by_doc: dict[tuple[str, str], list[ChunkView]] = {}
+    for c in chunks:
+        by_doc.setdefault((c.document_id, c.document_role), []).append(c)
+    return [(key, sorted(cs, key=lambda c: c.reading_key)) for key, cs in sorted(by_doc.items())]
 
 
 def intent_from_profile(
@@ -339,13 +347,25 @@ class RetrievalAgent:
         roles = plan.roles
         domains = self._domains(intent)
 
-        def eligible(chunk: ChunkView) -> bool:  # vector hits are candidates, never facts: contract and trust decide
-            return plan.allows(chunk.section_type, chunk.document_role) and trust.allows(chunk.deal_id, chunk.sensitivity)
+        # contract and trust answers depend on the chunk, the plan and the caller only: kept on the deal view
+        plan_key = (tuple(plan.allowed_sections), tuple(plan.forbidden_sections), plan.allowed_roles and tuple(plan.allowed_roles),
+                    tuple(plan.forbidden_roles), trust.effective_level, tuple(trust.scopes))
+        allowed: dict[str, bool] = view.memo(("eligible", plan_key), dict)
 
-        in_plan = [c for c in view.chunks.values() if c.section_type in sections and (roles is None or c.document_role in roles)
-                   and plan.allows(c.section_type, c.document_role) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())]
-        redacted = sorted((c for c in in_plan if trust.allows_redacted(c.deal_id, c.sensitivity)), key=lambda c: c.reading_key)
-        above_trust = sum(1 for c in in_plan if not trust.allows(c.deal_id, c.sensitivity) and not trust.allows_redacted(c.deal_id, c.sensitivity))
+        def eligible(chunk: ChunkView) -> bool:  # vector hits are candidates, never facts: contract and trust decide
+            ok = allowed.get(chunk.chunk_id)
+            if ok is None:
+                ok = allowed[chunk.chunk_id] = plan.allows(chunk.section_type, chunk.document_role) and trust.allows(chunk.deal_id, chunk.sensitivity)
+            return ok
+
+        def listed() -> tuple[list[ChunkView], int]:  # (redacted chunks to list, chunks above trust) of the plan's sections
+            in_plan = [c for c in view.chunks.values() if c.section_type in sections and (roles is None or c.document_role in roles)
+                       and plan.allows(c.section_type, c.document_role) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())]
+            shown = sorted((c for c in in_plan if trust.allows_redacted(c.deal_id, c.sensitivity)), key=lambda c: c.reading_key)
+            hidden = sum(1 for c in in_plan if not trust.allows(c.deal_id, c.sensitivity) and not trust.allows_redacted(c.deal_id, c.sensitivity))
+            return shown, hidden
+
+        redacted, above_trust = view.memo(("listed", plan_key, tuple(sections), roles and tuple(roles), intent.as_of), listed)
 
         # a chunk with a material risk is a candidate whatever its similarity; whether it is material depends on
         # the chunk and the domains only, so the answer is kept on the deal view (filled as chunks are asked about)
@@ -476,7 +496,7 @@ class RetrievalAgent:
         for cid in selected_ids:
             for k in sel.chosen[cid].terms.risk_kinds:
                 risk_distribution[k] = risk_distribution.get(k, 0) + 1
-        toc = self._toc(view.chunks.values(), sections, roles, refs, report)
+        toc = self._toc(view.memo(("toc_groups",), lambda: _doc_groups(view.chunks.values())), sections, roles, refs, report)
         exclusions = self._exclusions(sel, scored_by_id, report)
         risk_summary = self._risk_summary(intent, refs, sel, missed_risks, len(scored))
         package = build_package(
@@ -562,14 +582,12 @@ class RetrievalAgent:
 
     # -- package text --------------------------------------------------------------------
     @staticmethod
-    def _toc(chunks: Any, sections: list[str], roles: list[str] | None, refs: Sequence[Any], report: CoverageReport) -> str:
+    def _toc(groups: Sequence[tuple[tuple[str, str], list[ChunkView]]], sections: list[str], roles: list[str] | None, refs: Sequence[Any],
+             report: CoverageReport) -> str:
+        """``groups``: the deal's chunks by (document, role), in reading order (:func:`_doc_groups`)."""
         included = {r.chunk_id for r in refs}
-        by_doc: dict[tuple[str, str], list[ChunkView]] = {}
-        for c in chunks:
-            by_doc.setdefault((c.document_id, c.document_role), []).append(c)
         lines = [f"Included {len(refs)} chunk(s). Target sections: {', '.join(sections)}" + (f"; roles: {', '.join(roles)}" if roles else "")]
-        for (doc, role), cs in sorted(by_doc.items()):
-            cs = sorted(cs, key=lambda c: c.reading_key)
+        for (doc, role), cs in groups:
             inn = [f"{c.section_type} p{c.page_range}" for c in cs if c.chunk_id in included]
             avail = sum(1 for c in cs if c.chunk_id not in included and c.section_type in sections)
             if not inn and not avail:

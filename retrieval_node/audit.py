@@ -254,7 +254,10 @@ class AuditLog:
             f"risk flags {', '.join(entry.risk_flags) or 'none'}, coverage {entry.coverage_completeness:.2f}, "
             f"package {entry.context_package_hash[:16]}"
         )
-        data = entry.model_dump(mode="json")
+        # one JSON string, not a nested object: Mem0 deep-copies metadata three times per add and qdrant converts it
+        # field by field, and an entry lists every excluded candidate (hundreds on a large deal); read back as a dict
+        # by Mem0Registry.audit_entries
+        data = canonical_json(entry.model_dump(mode="json")).decode()
         metadata = {
             "audit_id": audit_id,
             "intent_id": entry.intent_id,

@@ -81,6 +81,13 @@ class Sensitivity(str, Enum):
 
 
 _SENSITIVITY_ORDER = {Sensitivity.PUBLIC: 0, Sensitivity.CONFIDENTIAL: 1, Sensitivity.PRIVILEGED: 2}
+#: by value too: trust checks run for every chunk of a deal, an enum lookup each is measurable
+_LEVEL_OF: dict[str, int] = {s.value: lvl for s, lvl in _SENSITIVITY_ORDER.items()} | dict(_SENSITIVITY_ORDER)
+
+
+def sensitivity_level(sensitivity: str | Sensitivity) -> int:
+    level = _LEVEL_OF.get(sensitivity)
+    return level if level is not None else Sensitivity(sensitivity).level  # an unknown value raises ValueError naming it
 
 #: Structural zones named by interfaces.md section 1.
 KNOWN_ZONES: tuple[str, ...] = (
@@ -293,10 +300,10 @@ class TrustContext(BaseModel):
         return not self.scopes or f"deal:{deal_id}" in self.scopes
 
     def allows(self, deal_id: str, sensitivity: str | Sensitivity) -> bool:
-        return self.in_scope(deal_id) and Sensitivity(sensitivity).level <= self.effective_level
+        return self.in_scope(deal_id) and sensitivity_level(sensitivity) <= self.effective_level
 
     def allows_redacted(self, deal_id: str, sensitivity: str | Sensitivity) -> bool:
-        return self.in_scope(deal_id) and Sensitivity(sensitivity).level == self.effective_level + 1
+        return self.in_scope(deal_id) and sensitivity_level(sensitivity) == self.effective_level + 1
 
 
 class ChunkReference(BaseModel):

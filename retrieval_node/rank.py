@@ -123,6 +123,9 @@ class RiskSignal:
     kinds: tuple[str, ...]
     matches: tuple[RiskMatch, ...] = ()
     numeric: tuple[str, ...] = ()
+    #: the material terms and the neutralised ones ("term (cue)"), sorted: what ScoreTerms reports
+    risk_terms: tuple[str, ...] = ()
+    benign_terms: tuple[str, ...] = ()
 
     @property
     def material(self) -> bool:
@@ -418,6 +421,8 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
         kinds=tuple(sorted(kinds)),
         matches=tuple(sorted(matches, key=lambda m: (m.start, m.term))),
         numeric=tuple(numeric),
+        risk_terms=tuple(sorted({m.term for m in matches if not m.benign and m.weight >= MATERIAL_WEIGHT})),
+        benign_terms=tuple(sorted({f"{m.term} ({m.cue})" for m in matches if m.benign})),
     )
 
 
@@ -561,7 +566,7 @@ class RiskAwareRanker:
         self.shortfall_ratio = shortfall_ratio
         self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
         self._span_cache: dict[tuple[str, tuple[str, ...], int], tuple[int, int] | None] = {}
-        self._mention_cache: dict[tuple[str, str], bool] = {}
+        self._mention_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
         key = (content_hash, tuple(domains))
@@ -581,6 +586,19 @@ class RiskAwareRanker:
                 self._span_cache.clear()
             self._span_cache[key] = best_risk_span(content, self.lexicon, domains, max_chars=max_chars, shortfall_ratio=self.shortfall_ratio)
         return self._span_cache[key]
+
+    def _mentioned(self, content_hash: str, content: str, patterns: Sequence[tuple[str, str, str]]) -> frozenset[str]:
+        """The pattern entities whose name the chunk's text mentions, cached by content and the set of entities asked about."""
+        entities = frozenset(e for e, _, _ in patterns)
+        cached = self._mention_cache.get(content_hash)
+        if cached is not None and cached[0] == entities:
+            return cached[1]
+        low = normalise_ocr(content)
+        found = frozenset(e for e in entities if entity_mentioned(e, low))
+        if len(self._mention_cache) > 200_000:
+            self._mention_cache.clear()
+        self._mention_cache[content_hash] = (entities, found)
+        return found
 
     def score(
         self,
@@ -602,21 +620,9 @@ class RiskAwareRanker:
         semantic = semantic_score(dense, lexical, self.lexical_weight)
         hits: list[PatternHit] = []
         if patterns:
-            low = None
+            mentioned = self._mentioned(content_hash, content, patterns)
             for entity_id, topic, memory_id in patterns:
-                if entity_id in entity_ids:
-                    matched = True
-                else:
-                    key = (content_hash, entity_id)
-                    cached = self._mention_cache.get(key)
-                    if cached is None:
-                        low = low if low is not None else normalise_ocr(content)
-                        cached = entity_mentioned(entity_id, low)
-                        if len(self._mention_cache) > 500_000:
-                            self._mention_cache.clear()
-                        self._mention_cache[key] = cached
-                    matched = cached
-                if matched:
+                if entity_id in mentioned or entity_id in entity_ids:
                     hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
         pattern = pattern_score(hits)
         return ScoreTerms(
@@ -627,10 +633,10 @@ class RiskAwareRanker:
             pattern=pattern,
             combined=combined_score(weights, semantic, sig.score, pattern),
             risk_kinds=sig.kinds,
-            risk_terms=tuple(sorted({m.term for m in sig.matches if not m.benign and m.weight >= MATERIAL_WEIGHT})),
-            benign_terms=tuple(sorted({f"{m.term} ({m.cue})" for m in sig.matches if m.benign})),
+            risk_terms=sig.risk_terms,
+            benign_terms=sig.benign_terms,
             numeric=sig.numeric,
-            patterns=tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)),
+            patterns=tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)) if hits else (),
         )
 
 

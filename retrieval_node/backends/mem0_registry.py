@@ -21,6 +21,7 @@ called (every write uses ``infer=False``), telemetry off.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import warnings
@@ -284,7 +285,13 @@ class Mem0Registry:
         if audit_id is not None:
             filters["audit_id"] = audit_id
         rows = self._get_all(filters, op="audit_entries")
-        return [{"memory_id": r["id"], "text": r.get("memory", ""), **(r.get("metadata") or {})} for r in rows]
+        out = []
+        for r in rows:
+            row = {"memory_id": r["id"], "text": r.get("memory", ""), **(r.get("metadata") or {})}
+            if isinstance(row.get("audit_entry"), str):  # stored as one JSON string (see AuditLog._memory); older entries as an object
+                row["audit_entry"] = json.loads(row["audit_entry"])
+            out.append(row)
+        return out
 
     # -- plumbing ---------------------------------------------------------------------
     def _add(self, content: str, *, user_id: str, agent_id: str | None, metadata: dict[str, Any], op: str) -> str:

@@ -125,13 +125,13 @@ def _check_scope(scope: SearchScope) -> None:
         raise ValueError("a vector search must be scoped to one deal_id")
 
 
-def _hits_in_scope(raw: list[tuple[str, float, dict[str, Any]]], scope: SearchScope) -> list[VectorHit]:
+def _hits_in_scope(raw: list[tuple[float, dict[str, Any]]], scope: SearchScope) -> list[VectorHit]:
     """Vector hits are candidates, never facts: drop anything outside the scope."""
     sections = set(scope.section_types) if scope.section_types is not None else None
     roles = set(scope.document_roles) if scope.document_roles is not None else None
     ids = set(scope.chunk_ids) if scope.chunk_ids is not None else None
     out = []
-    for _pid, score, payload in raw:
+    for score, payload in raw:
         if payload.get("deal_id") != scope.deal_id:
             continue
         if sections is not None and payload.get("section_type") not in sections:
@@ -351,7 +351,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
                 results = self._shard.query_batch(qe.QueryBatchRequest([self._request(v, flt, limit) for v in vectors]))
         except Exception as exc:
             raise BackendError(f"qdrant-edge search failed: {exc}") from exc
-        return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in res], scope) for res in results]
+        return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in res], scope) for res in results]
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         import qdrant_edge as qe
@@ -456,7 +456,7 @@ class QdrantChunkIndex:
             for v in vectors
         ]
         responses = self._call("search", lambda: self._client.query_batch_points(self.collection, requests=requests))
-        return [_hits_in_scope([(str(p.id), p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
+        return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         from qdrant_client import models as qm
