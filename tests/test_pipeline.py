@@ -150,6 +150,14 @@ def test_audit_entry_written_to_mem0(agent, pipe_store):
     assert e["audit_entry"]["context_package_hash"] == agent.audit.read_snapshot(summary.audit_id)["package"]["package_hash"]
 
 
+def test_audit_entries_stored_as_objects_by_older_versions_still_read(pipe_store):
+    store, _ = pipe_store
+    entry = {"context_package_hash": "0" * 64, "exclusions": ["c1: over budget"]}
+    store.registry.add_audit(DEAL, "older audit entry", {"audit_id": "aud_older", "audit_entry": entry})
+    (row,) = store.registry.audit_entries(DEAL, audit_id="aud_older")
+    assert row["audit_entry"] == entry
+
+
 def test_unknown_deal_is_an_intent_error(agent):
     with pytest.raises(IntentError, match="NOPE"):
         agent.retrieve_sync(agent.intent_for("investigator", deal_id="NOPE"))
