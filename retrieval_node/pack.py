@@ -22,6 +22,7 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from .models import ChunkReference, ContextPackage
 from .rank import ScoreTerms
@@ -207,17 +208,18 @@ class ContextPackager:
         """
         sel = Selection()
         wanted = set(zones)
+        costs = {s.chunk.chunk_id: self.block_cost(s.chunk) for s in scored if s.material}
         risky = sorted(
             (s for s in scored if s.material),
-            key=lambda s: (-s.terms.risk, not (wanted & set(s.chunk.zones)), self.block_cost(s.chunk), s.chunk.chunk_id),
+            key=lambda s: (-s.terms.risk, not (wanted & set(s.chunk.zones)), costs[s.chunk.chunk_id], s.chunk.chunk_id),
         )
         remaining = budget - overhead
         risk_room = int(remaining * risk_share)
         # room kept for the risk chunks still to place: an excerpt's worth each, or the whole block if smaller
-        need = [min(self.block_cost(s.chunk), EXCERPT_RESERVE_TOKENS) if excerpt_for is not None else 0 for s in risky]
-        after = [sum(need[i + 1:]) for i in range(len(risky))]
+        need = [min(costs[s.chunk.chunk_id], EXCERPT_RESERVE_TOKENS) if excerpt_for is not None else 0 for s in risky]
+        after = list(accumulate(reversed(need[1:] + [0])))[::-1]  # after[i] = sum(need[i + 1:])
         for i, s in enumerate(risky):
-            cost = self.block_cost(s.chunk)
+            cost = costs[s.chunk.chunk_id]
             room = min(remaining, risk_room)
             kinds = ", ".join(s.terms.risk_kinds)
             span = None

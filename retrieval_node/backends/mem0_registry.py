@@ -107,18 +107,15 @@ class RegistryRecord:
     document_created_at: str | None
     ingested_at: str
     content: str
+    #: derived once (read for every candidate of every call): "start-end", the reading-order key, the ingest instant
+    page_range: str = field(init=False, repr=False, compare=False)
+    reading_key: tuple[str, int, int, str] = field(init=False, repr=False, compare=False)
+    ingested_ts: float = field(init=False, repr=False, compare=False)
 
-    @property
-    def page_range(self) -> str:
-        return f"{self.page_start}-{self.page_end}"
-
-    @property
-    def ingested_ts(self) -> float:
-        return datetime.fromisoformat(self.ingested_at).timestamp()
-
-    @property
-    def reading_key(self) -> tuple[str, int, int, str]:
-        return (self.document_id, self.page_start, self.page_end, self.chunk_id)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "page_range", f"{self.page_start}-{self.page_end}")
+        object.__setattr__(self, "reading_key", (self.document_id, self.page_start, self.page_end, self.chunk_id))
+        object.__setattr__(self, "ingested_ts", datetime.fromisoformat(self.ingested_at).timestamp())
 
 
 @dataclass(frozen=True, slots=True)
