@@ -445,10 +445,11 @@ class RetrievalAgent:
                 zvec, _ = self._query_vector(f"{zone.replace('_', ' ')}: {intent.query_text}")
                 # the best-matching windows of the zone's members; a member outside them keeps semantic 0
                 limit = min(8 * len(missing), ZONE_SEARCH_WINDOWS)
-                hits = self.store.chunks.search(zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), limit=limit) if plan.vector_search else []
+                hits = self.retriever.dense_hits(view, zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))),
+                                                 limit) if plan.vector_search else []
                 best: dict[str, float] = {}
-                for h in hits:
-                    best[h.chunk_id] = max(best.get(h.chunk_id, 0.0), h.score)
+                for cid, _window, score in hits:
+                    best[cid] = max(best.get(cid, 0.0), score)
                 bm = view.bm25_scores(intent.query_text)
                 extra = [Candidate(chunk=c, cosine=best.get(c.chunk_id, 0.0), bm25=bm.get(c.chunk_id, 0.0)) for c in missing]
                 for s in self._score(extra, result, intent, patterns, f"zone:{zone}"):

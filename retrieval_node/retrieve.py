@@ -18,6 +18,7 @@ recorded; if the chunk index fails, a :class:`~retrieval_node.errors.BackendErro
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .backends.mem0_registry import RegistryRecord
-from .backends.vectors import SearchScope
+from .backends.vectors import SearchScope, point_id
 from .errors import BackendError
 from .models import sha256_hex
 from .store import Store
@@ -207,6 +208,32 @@ class SegmentAwareRetriever:
             else:
                 self._deals.pop(deal_id, None)
 
+    # -- dense search --------------------------------------------------------------------
+    def dense_hits(self, view: DealView, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, int, float]]:
+        """(chunk id, window, cosine) of the best ``limit`` windows in ``scope``, a chunk of ``view`` each.
+
+        The search asks Qdrant for point ids and scores only and maps the ids back through the deal's own
+        ``point_id(chunk, window)`` table: reading payloads of the hits cost more than the search itself.
+        A point not in the table (a window beyond its estimate) is resolved from its payload once; a
+        point of another deal or not registered in the view is dropped, whatever the filter let through.
+        """
+        if scope.deal_id != view.deal_id:
+            raise ValueError(f"search scope deal {scope.deal_id!r} is not the view's deal {view.deal_id!r}")
+        raw = self.store.chunks.search_points(vector, scope, limit)
+        table = view.memo(("point_ids",), lambda: _point_table(view, self.store.config.retrieval))
+        unknown = [pid for pid, _ in raw if pid not in table]
+        if unknown:
+            for pid, payload in self.store.chunks.payloads(unknown).items():
+                cid = payload.get("chunk_id")
+                if payload.get("deal_id") == view.deal_id and cid in view.chunks:
+                    table[pid] = (cid, int(payload.get("window", 0)))
+        out = []
+        for pid, score in raw:
+            hit = table.get(pid)
+            if hit is not None:
+                out.append((hit[0], hit[1], score))
+        return out
+
     # -- retrieval -----------------------------------------------------------------------
     def retrieve(
         self,
@@ -253,18 +280,18 @@ class SegmentAwareRetriever:
             section_types=tuple(sorted(sections)) if sections is not None else None,
             document_roles=tuple(sorted(roles)) if roles is not None else None,
         )
-        hits = self.store.chunks.search(query_vector, scope, min(10_000, 4 * top_k)) if use_vectors else []
+        hits = self.dense_hits(view, query_vector, scope, min(10_000, 4 * top_k)) if use_vectors else []
         timings["vector_ms"] = (time.perf_counter() - t1) * 1000
 
         t2 = time.perf_counter()
         structural_ids = {c.chunk_id: c for c in structural}
         dense: dict[str, tuple[float, int]] = {}
-        for h in hits:
-            if h.chunk_id not in structural_ids:  # another section, a cut-off, half-registered: not a candidate
+        for cid, window, score in hits:
+            if cid not in structural_ids:  # another section, a cut-off, half-registered: not a candidate
                 continue
-            prev = dense.get(h.chunk_id)
-            if prev is None or h.score > prev[0] or (h.score == prev[0] and h.window < prev[1]):
-                dense[h.chunk_id] = (h.score, h.window)
+            prev = dense.get(cid)
+            if prev is None or score > prev[0] or (score == prev[0] and window < prev[1]):
+                dense[cid] = (score, window)
         bm25 = {cid: v for cid, v in view.bm25_scores(query).items() if cid in structural_ids}
         chosen = set(sorted(dense, key=lambda c: (-dense[c][0], c))[:top_k])
         chosen |= set(sorted(bm25, key=lambda c: (-bm25[c], c))[:top_k])
@@ -277,12 +304,12 @@ class SegmentAwareRetriever:
             t3 = time.perf_counter()
             # the best windows among them get their cosine; a risk-kept chunk outside them keeps semantic 0
             # (its place in the package is decided by its risk, not its similarity)
-            extra = self.store.chunks.search(query_vector, SearchScope(deal_id=deal_id, chunk_ids=tuple(missing)), min(KEPT_SEARCH_WINDOWS, 8 * len(missing)))
-            for h in extra:
-                if h.chunk_id in structural_ids:
-                    prev = dense.get(h.chunk_id)
-                    if prev is None or h.score > prev[0]:
-                        dense[h.chunk_id] = (h.score, h.window)
+            extra = self.dense_hits(view, query_vector, SearchScope(deal_id=deal_id, chunk_ids=tuple(missing)), min(KEPT_SEARCH_WINDOWS, 8 * len(missing)))
+            for cid, window, score in extra:
+                if cid in structural_ids:
+                    prev = dense.get(cid)
+                    if prev is None or score > prev[0]:
+                        dense[cid] = (score, window)
             timings["vector_ms"] += (time.perf_counter() - t3) * 1000
         candidates = []
         for cid in chosen:
@@ -292,6 +319,21 @@ class SegmentAwareRetriever:
         candidates.sort(key=lambda c: c.chunk.reading_key)
         _group_adjacent(candidates)
         return RetrievalResult(candidates, best, timings, fallbacks, mem0_calls, 0, len(structural))
+
+
+def _point_table(view: DealView, rc: Any) -> dict[str, tuple[str, int]]:
+    """point id -> (chunk id, window) for the windows each chunk of ``view`` probably has.
+
+    Windows are cut in MiniLM word pieces, which the registry does not record; the estimate allows
+    1.5 word pieces per cl100k token (a window beyond it is resolved from its payload when it is hit).
+    """
+    step = max(1, rc.window_tokens - rc.window_overlap_tokens)
+    table: dict[str, tuple[str, int]] = {}
+    for cid, c in view.chunks.items():
+        n = 1 + max(0, math.ceil((1.5 * c.token_count - rc.window_tokens) / step))
+        for w in range(n):
+            table[point_id(cid, w)] = (cid, w)
+    return table
 
 
 def _group_adjacent(candidates: list[Candidate]) -> None:

@@ -73,6 +73,55 @@ def test_batch_search_matches_single(index):
         assert [h.chunk_id for h in hits] == [h.chunk_id for h in index.search(q, SearchScope("A"), 4)]
 
 
+def test_search_points_returns_the_same_ranking_without_payloads(index):
+    q = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    for scope in (SearchScope("A"), SearchScope("B", section_types=("GENERAL",)), SearchScope("B", chunk_ids=("12".ljust(64, "a"),))):
+        full = index.search(q, scope, 100)
+        assert index.search_points(q, scope, 100) == [(point_id(h.chunk_id, h.window), pytest.approx(h.score)) for h in full]
+    assert index.search_points(q, SearchScope("B", chunk_ids=()), 10) == []
+
+
+class _LeakyIndex:
+    """FAULT INJECTION, not a backend: answers like the real index wrapped inside it, plus a point of
+    another deal and a point id nobody wrote, as a broken filter or a corrupt index could."""
+
+    def __init__(self, real, extra_ids):
+        self.real, self.extra_ids = real, extra_ids
+
+    def search_points(self, vector, scope, limit):
+        return [*self.real.search_points(vector, scope, limit), *[(pid, 0.99) for pid in self.extra_ids]]
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+def test_dense_hits_map_ids_to_the_deals_own_windows(tmp_path, embedder, make_chunk):
+    """Hits come back as (chunk, window) of the view's deal only: another deal's point is dropped even when the
+    index returns it; a window beyond the estimate is resolved from its payload."""
+    with Store.open(tmp_path / "s", embedder=embedder) as store:
+        long_text = " ".join(f"Instrument 25{i} 114 567 registered 2025/11/0{i % 9 + 1} builders lien for ${i},260.00." for i in range(60))
+        mine = [make_chunk(long_text, page=1), make_chunk("Certificate of title, registered owner Dana Whitford", section="TITLE_SUMMARY", page=2)]
+        other = [make_chunk("Another deal's caveat re purchaser's interest", page=1, deal_id="2026-TEST-0002")]
+        Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", mine + other)])
+        retriever = RetrievalAgent(store, trust=FULL_TRUST).retriever
+        view, _ = retriever.deal_view("2026-TEST-0001")
+        q = store.embedder.embed(["builders lien"])[0]
+        scope = SearchScope("2026-TEST-0001")
+        by_payload = sorted((h.chunk_id, h.window, round(h.score, 5)) for h in store.chunks.search(q, scope, 100))
+        assert max(w for _, w, _ in by_payload) >= 2  # the long chunk has several windows
+        assert sorted((c, w, round(s, 5)) for c, w, s in retriever.dense_hits(view, q, scope, 100)) == by_payload
+        # the estimate left out: every id is resolved from its payload
+        view._memo[("point_ids",)] = {}
+        assert sorted((c, w, round(s, 5)) for c, w, s in retriever.dense_hits(view, q, scope, 100)) == by_payload
+        foreign = point_id(other[0].chunk_id, 0)
+        store.chunks = _LeakyIndex(store.chunks, [foreign, "00000000-0000-0000-0000-000000000000"])
+        got = retriever.dense_hits(view, q, scope, 100)
+        assert {c for c, _, _ in got} <= set(view.chunks) and other[0].chunk_id not in {c for c, _, _ in got}
+        with pytest.raises(ValueError, match="not the view's deal"):
+            retriever.dense_hits(view, q, SearchScope("2026-TEST-0002"), 10)
+        store.chunks = store.chunks.real
+
+
 def test_pipeline_on_the_qdrant_client_backend(tmp_path, embedder, make_chunk):
     """The server code path (vector_backend and mem0_vector_store: qdrant), run against qdrant-client's in-process engine."""
     cfg = load_config(environ={"RETRIEVAL_NODE_VECTOR_BACKEND": "qdrant", "RETRIEVAL_NODE_MEM0_VECTOR_STORE": "qdrant",

@@ -94,6 +94,11 @@ class ChunkIndex(Protocol):
 
     def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]: ...
 
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, float]]:
+        """(point id, score) of the best ``limit`` points in ``scope``, without payloads (reading them costs more than
+        the search: the caller maps ids back to chunk windows with :func:`point_id`)."""
+        ...
+
     def count(self) -> int: ...
 
     def flush(self) -> None: ...
@@ -353,6 +358,26 @@ class EdgeChunkIndex(EdgeShardLifecycle):
             raise BackendError(f"qdrant-edge search failed: {exc}") from exc
         return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in res], scope) for res in results]
 
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, float]]:
+        import qdrant_edge as qe
+
+        _check_scope(scope)
+        if scope.chunk_ids is not None and not scope.chunk_ids:
+            return []
+        req = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
+            filter=self._filter(scope),
+            params=exact_params(),
+            with_payload=False,
+            with_vector=False,
+        )
+        try:
+            res = self._shard.query(req)
+        except Exception as exc:
+            raise BackendError(f"qdrant-edge search failed: {exc}") from exc
+        return [(str(p.id), float(p.score)) for p in res]
+
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         import qdrant_edge as qe
 
@@ -457,6 +482,15 @@ class QdrantChunkIndex:
         ]
         responses = self._call("search", lambda: self._client.query_batch_points(self.collection, requests=requests))
         return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
+
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, float]]:
+        _check_scope(scope)
+        if scope.chunk_ids is not None and not scope.chunk_ids:
+            return []
+        flt = self._filter(scope)
+        res = self._call("search", lambda: self._client.query_points(self.collection, query=vector.astype(np.float32).tolist(), query_filter=flt,
+                                                                      limit=limit, with_payload=False, with_vectors=False))
+        return [(str(p.id), float(p.score)) for p in res.points]
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         from qdrant_client import models as qm
