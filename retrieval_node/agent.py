@@ -312,11 +312,13 @@ class RetrievalAgent:
         weights = self.config.weights[intent.risk_profile]
         domains = self._domains(intent)
         ranker = self._ranker(intent)
+        entities = frozenset(e for e, _, _ in patterns)
         out = []
         for c in cands:
             terms = ranker.score(
                 content_hash=c.chunk.content_hash, content=c.chunk.content, entity_ids=c.chunk.entity_ids,
                 cosine=c.cosine, bm25=c.bm25, best_bm25=result.best_bm25, weights=weights, domains=domains, patterns=patterns,
+                pattern_entities=entities,
             )
             out.append(Scored(chunk=c.chunk, terms=terms, group=c.group, origin=origin))
         return out

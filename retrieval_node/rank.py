@@ -587,9 +587,8 @@ class RiskAwareRanker:
             self._span_cache[key] = best_risk_span(content, self.lexicon, domains, max_chars=max_chars, shortfall_ratio=self.shortfall_ratio)
         return self._span_cache[key]
 
-    def _mentioned(self, content_hash: str, content: str, patterns: Sequence[tuple[str, str, str]]) -> frozenset[str]:
+    def _mentioned(self, content_hash: str, content: str, entities: frozenset[str]) -> frozenset[str]:
         """The pattern entities whose name the chunk's text mentions, cached by content and the set of entities asked about."""
-        entities = frozenset(e for e, _, _ in patterns)
         cached = self._mention_cache.get(content_hash)
         if cached is not None and cached[0] == entities:
             return cached[1]
@@ -612,15 +611,18 @@ class RiskAwareRanker:
         weights: RiskWeights,
         domains: Sequence[str],
         patterns: Sequence[tuple[str, str, str]],
+        pattern_entities: frozenset[str] | None = None,
     ) -> ScoreTerms:
-        """All terms for one chunk. ``patterns`` are ``(entity_id, topic, memory_id)`` of the global layer."""
+        """All terms for one chunk. ``patterns`` are ``(entity_id, topic, memory_id)`` of the global layer;
+        ``pattern_entities``, their entity ids, may be passed by a caller scoring many chunks against the same patterns."""
         sig = self.risk(content_hash, content, domains)
         dense = dense_score(cosine)
         lexical = lexical_score(bm25, best_bm25)
         semantic = semantic_score(dense, lexical, self.lexical_weight)
         hits: list[PatternHit] = []
         if patterns:
-            mentioned = self._mentioned(content_hash, content, patterns)
+            entities = pattern_entities if pattern_entities is not None else frozenset(e for e, _, _ in patterns)
+            mentioned = self._mentioned(content_hash, content, entities)
             for entity_id, topic, memory_id in patterns:
                 if entity_id in mentioned or entity_id in entity_ids:
                     hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
