@@ -1,0 +1,399 @@
+"""Retrieval in worker processes: concurrent calls of one deployment use every core.
+
+A warm ``retrieve_sync`` holds the GIL for most of its time (ranking, packing, coverage and the
+snapshot are Python), so threads of one process cap near 1.3x on two cores. qdrant-edge shards
+cannot be opened by a second process (each holds an exclusive lock on its WAL), and Mem0's edge
+store is a qdrant-edge shard too, so workers cannot open the store themselves.
+
+:class:`ProcessPoolRetrievalAgent` keeps the store in this process (the one writer: ingest, search,
+Mem0, the audit journal) and runs the Python part of each call in a worker process:
+
+* the worker runs the same :class:`~retrieval_node.agent.RetrievalAgent` pipeline over a *remote
+  store*: query embedding, vector search, the deal's registry listing and the pattern listing are
+  requests back to this process, answered by the caller's thread on the real backends;
+* the worker writes the audit snapshot file itself (atomic, fsynced, same bytes), and hands the audit
+  entry back to this process's :class:`~retrieval_node.audit.AuditLog` (journal + background writer,
+  or a synchronous Mem0 write): one writer, each entry recorded once;
+* the deal's ingest generation travels with each call, so a worker reloads a deal's registry
+  listing after an ingest in this process exactly as the in-process cache does.
+
+Same intent on the same store gives the same package as :class:`RetrievalAgent`: the same code
+runs on the same inputs (vectors, hits and records come from the same backends).
+
+    agent = ProcessPoolRetrievalAgent(store, workers=2, trust=trust)
+    package, summary = agent.retrieve_sync(intent)
+    agent.close()
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .agent import RetrievalAgent
+from .audit import AuditLog
+from .backends.vectors import VectorHit
+from .config import NodeConfig
+from .errors import BackendError
+from .models import RetrievalAuditEntry, TrustContext
+from .store import Store
+
+#: Seconds a worker may take to start (imports and tokenizer) before the pool gives up.
+START_TIMEOUT_S = 120.0
+
+
+# ------------------------------------------------------------------------------ worker side
+
+
+class _Link:
+    """The worker's end of its pipe: synchronous requests to the parent during a call."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def call(self, name: str, *args: Any) -> Any:
+        self.conn.send(("call", name, args))
+        kind, value = self.conn.recv()
+        if kind == "raise":
+            raise value
+        return value
+
+
+class _RemoteEmbedder:
+    def __init__(self, link: _Link, dimension: int) -> None:
+        self._link = link
+        self.dimension = dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._link.call("embed", list(texts))
+
+
+class _RemoteChunks:
+    def __init__(self, link: _Link) -> None:
+        self._link = link
+
+    def search(self, vector: np.ndarray, scope: Any, limit: int) -> list[VectorHit]:
+        return _hits(self._link.call("search", vector, scope, limit))
+
+    def search_batch(self, vectors: np.ndarray, scope: Any, limit: int) -> list[list[VectorHit]]:
+        return [_hits(rows) for rows in self._link.call("search_batch", vectors, scope, limit)]
+
+    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return self._link.call("payloads", list(point_ids))
+
+    def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
+        return self._link.call("deal_payloads", deal_id)
+
+
+def _rows(hits: Sequence[VectorHit]) -> list[tuple[str, int, float, dict[str, Any]]]:
+    """Hits as plain tuples on the wire (pickling slotted dataclasses one by one held the parent's GIL)."""
+    return [(h.chunk_id, h.window, h.score, h.payload) for h in hits]
+
+
+def _hits(rows: Sequence[tuple[str, int, float, dict[str, Any]]]) -> list[VectorHit]:
+    return [VectorHit(chunk_id=c, window=w, score=s, payload=p) for c, w, s, p in rows]
+
+
+class _RemoteRegistry:
+    def __init__(self, link: _Link) -> None:
+        self._link = link
+
+    def deal_records(self, deal_id: str) -> list[Any]:
+        return self._link.call("deal_records", deal_id)
+
+    def all_patterns(self) -> list[Any]:
+        return self._link.call("all_patterns")
+
+
+class _RemoteStore:
+    """What :class:`RetrievalAgent` reads from a :class:`Store`, answered by the parent process."""
+
+    def __init__(self, link: _Link, home: Path, config: NodeConfig) -> None:
+        from .tokens import TiktokenCounter
+
+        rc = config.retrieval
+        self.home = home
+        self.config = config
+        self.tokens = TiktokenCounter(rc.tokenizer_encoding)
+        self.embedder = _RemoteEmbedder(link, rc.embedding_dimension)
+        self.chunks = _RemoteChunks(link)
+        self.registry = _RemoteRegistry(link)
+        self._generations: dict[str, int] = {}
+
+    def generation(self, deal_id: str) -> int:
+        return self._generations.get(deal_id, 0)
+
+    def add_close_hook(self, hook: Any) -> None:
+        """The parent's store owns the audit writer."""
+
+
+class _RemoteAudit(AuditLog):
+    """Snapshots written here (the worker), Mem0 entries recorded by the parent's AuditLog."""
+
+    def __init__(self, directory: Path, link: _Link) -> None:
+        super().__init__(directory, None)
+        self._link = link
+
+        self.dry = False  # warm-up calls: nothing is recorded
+
+    def write_snapshot(self, audit_id: str, snapshot: dict[str, Any]) -> str:
+        if self.dry:
+            return ""
+        return super().write_snapshot(audit_id, snapshot)
+
+    def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:
+        if self.dry:
+            return None
+        return self._link.call("audit_record", entry, audit_id, snapshot_sha256, vector)
+
+
+def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
+    link = _Link(conn)
+    try:
+        store = _RemoteStore(link, Path(home), config)
+        agent = RetrievalAgent(store, config=config)  # type: ignore[arg-type]
+        agent.audit = _RemoteAudit(Path(home) / "audit", link)
+        patterns_epoch = 0
+    except BaseException as exc:  # reported to the parent, which raises it
+        conn.send(("failed", repr(exc)))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] == "stop":
+            return
+        _, intent, trust, generation, epoch, dry = msg
+        store._generations[intent.deal_id] = generation
+        if epoch != patterns_epoch:
+            agent.invalidate_patterns()
+            patterns_epoch = epoch
+        agent.audit.dry = dry
+        try:
+            out = agent._run(intent, trust)
+            if dry:
+                out = None
+        except BaseException as exc:
+            try:
+                conn.send(("err", exc))
+            except Exception:  # an exception that does not pickle
+                conn.send(("err", BackendError(f"retrieval worker: {exc!r}")))
+            continue
+        conn.send(("ok", out))
+
+
+# ------------------------------------------------------------------------------ parent side
+
+
+class _Worker:
+    def __init__(self, ctx: Any, home: Path, config: NodeConfig) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, str(home), config), name="retrieval-node-worker", daemon=True)
+        self.proc.start()
+        child.close()
+        self.pid: int | None = None
+        self.deals: set[str] = set()
+
+    def wait_ready(self, timeout: float) -> None:
+        if self.pid is not None:
+            return
+        if not self.conn.poll(timeout):
+            raise BackendError(f"retrieval worker {self.proc.pid} did not start within {timeout:.0f} s")
+        kind, value = self.conn.recv()
+        if kind != "ready":
+            raise BackendError(f"retrieval worker {self.proc.pid} failed to start: {value}")
+        self.pid = value
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except Exception:
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class ProcessPoolRetrievalAgent(RetrievalAgent):
+    """A :class:`RetrievalAgent` whose calls run in ``workers`` worker processes (see the module doc).
+
+    The store stays open in this process only; ``workers`` defaults to the number of CPUs. Calls beyond
+    the number of workers wait for a free one (and for ``max_concurrent_retrievals`` as before).
+    Workers keep their own caches (deal registry listings, BM25 indexes, ranker memo); a call goes to an
+    idle worker that already served its deal when there is one.
+    """
+
+    def __init__(self, store: Store, *, workers: int | None = None, config: NodeConfig | None = None,
+                 trust: TrustContext | None = None, start_timeout: float = START_TIMEOUT_S) -> None:
+        super().__init__(store, config=config, trust=trust)
+        n = int(workers or os.cpu_count() or 2)
+        if n < 1:
+            raise ValueError("workers must be >= 1")
+        # in-process the cap is the cores (more GIL-bound threads than cores lowers throughput); here every
+        # worker may be busy at once, unless max_concurrent_retrievals says fewer
+        cap = self.config.retrieval.max_concurrent_retrievals or n
+        self._semaphore = threading.BoundedSemaphore(cap)
+        self._ctx = mp.get_context("spawn")
+        self._start_timeout = start_timeout
+        self._cond = threading.Condition()
+        self._closed = False
+        self._patterns_epoch = 0
+        self._workers = [_Worker(self._ctx, store.home, self.config) for _ in range(n)]
+        self._idle: list[_Worker] = []
+        try:
+            for w in self._workers:
+                w.wait_ready(start_timeout)
+        except BaseException:
+            for w in self._workers:
+                w.stop()
+            raise
+        self._idle = list(self._workers)
+        store.add_close_hook(self._stop_workers)  # workers first, then the audit writer, then the backends
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers]
+
+    def invalidate_patterns(self) -> None:
+        super().invalidate_patterns()
+        with self._cond:
+            self._patterns_epoch += 1
+
+    # -- dispatch ------------------------------------------------------------------------
+    def _take(self, deal_id: str) -> _Worker:
+        with self._cond:
+            while not self._idle:
+                if self._closed:
+                    raise BackendError("the retrieval worker pool is closed")
+                self._cond.wait()
+            if self._closed:
+                raise BackendError("the retrieval worker pool is closed")
+            for i, w in enumerate(self._idle):
+                if deal_id in w.deals:
+                    return self._idle.pop(i)
+            return self._idle.pop(0)
+
+    def _give(self, w: _Worker) -> None:
+        with self._cond:
+            self._idle.append(w)
+            self._cond.notify()
+
+    def _replace(self, dead: _Worker) -> _Worker:
+        dead.stop()
+        fresh = _Worker(self._ctx, self.store.home, self.config)
+        fresh.wait_ready(self._start_timeout)
+        with self._cond:
+            self._workers[self._workers.index(dead)] = fresh
+        return fresh
+
+    def warm(self, intents: Sequence[Any], *, trust: TrustContext | None = None) -> float:
+        """Run ``intents`` once on every worker without recording anything (no snapshot, no audit entry), so
+        that each worker's caches (deal listing, BM25 index, ranker memo) are built before traffic arrives.
+        Returns the seconds taken (the workers warm up in parallel)."""
+        caller = self._trust(trust)
+        t = time.perf_counter()
+        with self._cond:
+            while len(self._idle) < len(self._workers):
+                self._cond.wait()
+            workers, self._idle = self._idle, []
+        errors: list[BaseException] = []
+
+        def run(w: _Worker) -> None:
+            try:
+                for intent in intents:
+                    self._converse(w, intent, caller, dry=True)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for w in workers:
+            self._give(w)
+        if errors:
+            raise errors[0]
+        return time.perf_counter() - t
+
+    def _run(self, intent: Any, trust: TrustContext) -> Any:
+        w = self._take(intent.deal_id)
+        try:
+            try:
+                return self._converse(w, intent, trust)
+            except (EOFError, OSError) as exc:  # the worker died mid-call: nothing was recorded for it
+                w = self._replace(w)
+                raise BackendError(f"retrieval worker died during the call ({exc!r}); it was restarted") from exc
+        finally:
+            self._give(w)
+
+    def _converse(self, w: _Worker, intent: Any, trust: TrustContext, *, dry: bool = False) -> Any:
+        """One call on worker ``w``: send the job, answer its requests, return its result."""
+        w.deals.add(intent.deal_id)
+        w.conn.send(("run", intent, trust, self.store.generation(intent.deal_id), self._patterns_epoch, dry))
+        while True:
+            msg = w.conn.recv()
+            if msg[0] == "call":
+                try:
+                    reply = ("ret", self._serve(msg[1], msg[2]))
+                except Exception as exc:
+                    reply = ("raise", exc)
+                w.conn.send(reply)
+            elif msg[0] == "ok":
+                return msg[1]
+            else:
+                raise msg[1]
+
+    def _serve(self, name: str, args: tuple[Any, ...]) -> Any:
+        store = self.store
+        if name == "search":
+            return _rows(store.chunks.search(*args))
+        if name == "search_batch":
+            return [_rows(hits) for hits in store.chunks.search_batch(*args)]
+        if name == "embed":
+            return store.embedder.embed(*args)
+        if name == "deal_records":
+            return store.registry.deal_records(*args)
+        if name == "all_patterns":
+            return store.registry.all_patterns()
+        if name == "audit_record":
+            entry, audit_id, digest, vector = args
+            return self.audit.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=vector)
+        if name == "payloads":
+            return store.chunks.payloads(*args)
+        if name == "deal_payloads":
+            return store.chunks.deal_payloads(*args)
+        raise BackendError(f"unknown worker request {name!r}")
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def _stop_workers(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + 60
+        with self._cond:  # calls in flight finish (their audit entries are recorded) before workers stop
+            while len(self._idle) < len(self._workers) and time.monotonic() < deadline:
+                self._cond.wait(0.1)
+        for w in self._workers:
+            w.stop()
+
+    def close(self) -> None:
+        """Stop the workers, then write what the audit writer still holds."""
+        self._stop_workers()
+        super().close()
+
+
+__all__ = ["ProcessPoolRetrievalAgent"]

@@ -1,0 +1,124 @@
+"""ProcessPoolRetrievalAgent: retrieval in worker processes over the real store (qdrant-edge, Mem0, MiniLM, tiktoken)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from retrieval_node.agent import RetrievalAgent
+from retrieval_node.errors import BackendError, IntentError
+from retrieval_node.ingest import Ingestor
+from retrieval_node.models import DocumentChunk
+from retrieval_node.store import Store
+from retrieval_node.workers import ProcessPoolRetrievalAgent
+from tests.conftest import FULL_TRUST, write_jsonl
+from tests.test_pipeline import DEAL, OTHER, _chunks
+
+AGENTS = ("investigator", "tax", "condo", "scribe")
+
+
+@pytest.fixture(scope="module")
+def pool_store(tmp_path_factory, embedder, node_config, counter):
+    def make_chunk(content, *, deal_id, section, page, document_id, role="TITLE_SEARCH"):
+        return DocumentChunk.build(deal_id=deal_id, document_id=document_id, document_role=role, page_start=page, page_end=page,
+                                   section_type=section, content=content, token_count=counter.count(content), ocr_confidence=0.97)
+
+    home = tmp_path_factory.mktemp("workers")
+    st = Store.open(home / "store", config=node_config, embedder=embedder)
+    chunks = _chunks(make_chunk, DEAL) + _chunks(make_chunk, OTHER, noise=" Same builder, same boilerplate.")
+    Ingestor(st).ingest([write_jsonl(home / "c.jsonl", chunks)])
+    yield st, chunks, make_chunk, home
+    st.close()
+
+
+@pytest.fixture(scope="module")
+def pool(pool_store):
+    agent = ProcessPoolRetrievalAgent(pool_store[0], workers=2, trust=FULL_TRUST)
+    yield agent
+    agent.close()
+
+
+def test_same_package_as_in_process(pool, pool_store):
+    local = RetrievalAgent(pool_store[0], trust=FULL_TRUST)
+    for deal in (DEAL, OTHER):
+        for name in AGENTS:
+            intent = pool.intent_for(name, deal_id=deal)
+            a, sa = pool.retrieve_sync(intent)
+            b, sb = local.retrieve_sync(intent)
+            assert a == b and a.package_hash == b.package_hash, (deal, name)
+            assert (sa.chunks_selected, sa.missing_zones, sa.risk_distribution) == (sb.chunks_selected, sb.missing_zones, sb.risk_distribution)
+
+
+def test_other_deal_never_appears(pool, pool_store):
+    _, chunks, _, _ = pool_store
+    other_ids = {c.chunk_id for c in chunks if c.deal_id == OTHER}
+    for name in AGENTS:
+        pkg, _ = pool.retrieve_sync(pool.intent_for(name, deal_id=DEAL))
+        assert pkg.deal_id == DEAL
+        assert not other_ids & {r.chunk_id for r in pkg.ordered_chunks}
+
+
+def test_concurrent_calls_write_every_audit_entry_once(pool, pool_store):
+    store = pool_store[0]
+    intents = [pool.intent_for(AGENTS[i % len(AGENTS)], deal_id=(DEAL, OTHER)[i % 2]) for i in range(12)]
+    with ThreadPoolExecutor(max_workers=6) as ex:
+        results = list(ex.map(pool.retrieve_sync, intents))
+    assert pool.flush_audit()
+    for intent, (pkg, summary) in zip(intents, results, strict=True):
+        assert not [f for f in summary.fallbacks if f.startswith("audit")]
+        entries = store.registry.audit_entries(intent.deal_id, audit_id=summary.audit_id)
+        assert len(entries) == 1
+        assert entries[0]["context_package_hash"] == pkg.package_hash
+        replayed, _ = pool.replay(summary.audit_id)  # the snapshot the worker wrote, hash checked
+        assert replayed == pkg
+    assert len({s.audit_id for _, s in results}) == len(intents)
+
+
+def test_errors_come_back_as_raised(pool):
+    with pytest.raises(IntentError):
+        pool.retrieve_sync(pool.intent_for("investigator", deal_id="2026-NOPE-0000"))
+    pool.retrieve_sync(pool.intent_for("investigator", deal_id=DEAL))  # the worker is still usable
+
+
+def test_ingest_in_the_parent_reaches_the_workers(pool, pool_store):
+    store, _, make_chunk, home = pool_store
+    intent = pool.intent_for("tax", deal_id=DEAL)
+    before, _ = pool.retrieve_sync(intent)
+    pool.warm([intent])  # every worker has the deal cached now
+    extra = make_chunk("Tax certificate 2026 supplement: a further $7,450.00 of arrears with penalty of $745.00 is outstanding.",
+                       deal_id=DEAL, section="TAX_ARREARS", page=2, document_id=f"{DEAL}/tax-certificate.pdf", role="TAX_CERTIFICATE")
+    Ingestor(store).ingest([write_jsonl(home / "extra.jsonl", [extra])])
+    local = RetrievalAgent(store, trust=FULL_TRUST)
+    for _ in range(2):  # whichever worker takes the call
+        after, _ = pool.retrieve_sync(intent)
+        assert extra.chunk_id in {r.chunk_id for r in after.ordered_chunks}
+        assert after == local.retrieve_sync(intent)[0]
+    assert after != before
+
+
+def test_a_dead_worker_is_replaced(pool_store):
+    agent = ProcessPoolRetrievalAgent(pool_store[0], workers=1, trust=FULL_TRUST)
+    try:
+        intent = agent.intent_for("investigator", deal_id=DEAL)
+        expected, _ = agent.retrieve_sync(intent)
+        os.kill(agent.worker_pids[0], signal.SIGKILL)
+        time.sleep(0.2)
+        with pytest.raises(BackendError):
+            agent.retrieve_sync(intent)
+        again, _ = agent.retrieve_sync(intent)
+        assert again == expected
+    finally:
+        agent.close()
+    assert all(not w.proc.is_alive() for w in agent._workers)
+
+
+def test_store_close_stops_the_workers(tmp_path, embedder, node_config):
+    st = Store.open(tmp_path / "store", config=node_config, embedder=embedder)
+    agent = ProcessPoolRetrievalAgent(st, workers=1, trust=FULL_TRUST)
+    procs = [w.proc for w in agent._workers]
+    st.close()
+    assert all(not p.is_alive() for p in procs)
