@@ -135,6 +135,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--patterns", type=int, default=len(PATTERNS), help=f"institutional pattern memories to load (0-{len(PATTERNS)}, default {len(PATTERNS)})")
     ap.add_argument("--single-window", action="store_true", help="write window 0 only instead of the real window split of each chunk")
     ap.add_argument("--skip-naive", action="store_true", help="skip the naive path")
+    ap.add_argument("--workers", type=int, default=0, help="also measure ProcessPoolRetrievalAgent with this many worker processes "
+                    "(warm-up, warm calls, then the same concurrency measurement and integrity check; default 0: skip)")
     ap.add_argument("--seed", type=int, default=20260302)
     ap.add_argument("--config-dir", default=None, help="config directory (default: the package's configs)")
     ap.add_argument("--workdir", default=None, help="build stores under this directory (default: a temporary directory, removed afterwards)")
@@ -452,7 +454,7 @@ def measure_concurrency(calls: Calls, args: argparse.Namespace, deals: list[str]
     seq_errors = conc_errors = 0
     errors: list[str] = []
     agent.peak_active = 0
-    with ThreadPoolExecutor(max_workers=conc_n) as pool, Phase() as phase:
+    with ThreadPoolExecutor(max_workers=conc_n) as pool, Phase(getattr(agent, "worker_pids", ())) as phase:
         list(pool.map(lambda _: None, range(conc_n)))  # start the threads before timing
         for _ in range(args.concurrency_rounds):
             batch = [agent.intent_for(r.choice(agents), deal_id=r.choice(deals)) for _ in range(conc_n)]
@@ -493,6 +495,53 @@ def measure_concurrency(calls: Calls, args: argparse.Namespace, deals: list[str]
         "peak_active": agent.peak_active,
         "other_processes_cores": phase.other_cores,
     }
+
+
+def measure_process_pool(store: Any, args: argparse.Namespace, deals: list[str], r: random.Random, sizes: dict[str, int]) -> dict[str, Any]:
+    """The same measurements with ``ProcessPoolRetrievalAgent(store, workers=args.workers)``: start, warm-up of every
+    (deal, agent) pair on every worker (nothing recorded), ``warm_calls // 4`` warm calls, the concurrency
+    measurement, the integrity check of this agent's audit entries, and the workers' RSS."""
+    from retrieval_node.workers import ProcessPoolRetrievalAgent
+
+    t = time.perf_counter()
+    trust = make_agent(store, lambda st, trust=None: trust)
+    agent = ProcessPoolRetrievalAgent(store, workers=args.workers, trust=trust)
+    out: dict[str, Any] = {"workers": args.workers, "start_s": round(time.perf_counter() - t, 2)}
+    try:
+        calls = Calls(agent)
+        out["warm_up_s"] = round(agent.warm([agent.intent_for(a, deal_id=d) for d in deals for a in args.agent_list]), 2)
+        lat, summaries, errors = [], [], 0
+        with Phase(agent.worker_pids) as phase:
+            for _ in range(max(1, args.warm_calls // 4)):
+                deal, name = r.choice(deals), r.choice(args.agent_list)
+                try:
+                    ms, summary = calls(agent.intent_for(name, deal_id=deal))
+                except Exception as exc:
+                    errors += 1
+                    print(f"  process pool warm call error ({name} on {deal}): {exc!r}", file=sys.stderr)
+                    continue
+                lat.append(ms)
+                summaries.append(summary)
+        out["warm"] = {**latency_stats(lat), "errors": errors, "other_processes_cores": phase.other_cores, "stages_mean_ms": _stage_means(summaries)}
+        out["concurrency"] = measure_concurrency(calls, args, deals, r)
+        out["integrity"] = check_integrity(store, calls, deals[0], sizes[deals[0]])
+        out["worker_rss_mb"] = [_proc_rss_mb(pid) for pid in agent.worker_pids]
+    finally:
+        agent.close()
+    return out
+
+
+def _proc_rss_mb(pid: int) -> dict[str, float | None]:
+    vals: dict[str, float | None] = {"current": None, "peak": None}
+    try:
+        for ln in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if ln.startswith("VmRSS:"):
+                vals["current"] = round(int(ln.split()[1]) / 1024, 1)
+            elif ln.startswith("VmHWM:"):
+                vals["peak"] = round(int(ln.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return vals
 
 
 def mem0_lock(store: Any) -> Any:
@@ -738,6 +787,9 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             close = getattr(calls.agent, "close", None)
             if callable(close):
                 close()
+            if args.workers:
+                print(f"[{size:,}] process pool ({args.workers} workers) ...", flush=True)
+                node["process_pool"] = measure_process_pool(store, args, deals, r, sizes)
         finally:
             store.close()
     finally:
@@ -796,6 +848,25 @@ def _row(res: dict[str, Any]) -> dict[str, Any]:
         "  audit memories found / written": _found(res["integrity_after_concurrency"]),
         "store fill (s)": res["fill"]["total_s"],
         "other processes during warm calls (cores)": node["warm"].get("other_processes_cores"),
+        **_pool_row(node.get("process_pool")),
+    }
+
+
+def _pool_row(pp: dict[str, Any] | None) -> dict[str, Any]:
+    if not pp:
+        return {}
+    c = pp["concurrency"]
+    return {
+        f"process pool ({pp['workers']} workers): warm p50 (ms)": pp["warm"]["p50_ms"],
+        "  process pool warm p95 (ms)": pp["warm"]["p95_ms"],
+        "  process pool sequential calls/s": c["sequential_calls_per_s"],
+        f"  process pool {c['concurrent']} concurrent calls/s": c["concurrent_calls_per_s"],
+        "  process pool concurrent / sequential": c["ratio"],
+        "  process pool errors (warm + seq + concurrent)": pp["warm"]["errors"] + c["sequential_errors"] + c["concurrent_errors"],
+        "  process pool audit memories found / written": _found(pp["integrity"]) + ("" if pp["integrity"]["ok"] else " (NOT ok)"),
+        "  process pool start + warm-up (s)": round(pp["start_s"] + pp["warm_up_s"], 1),
+        "  process pool worker peak RSS (MB, max)": max((w["peak"] or 0) for w in pp["worker_rss_mb"]),
+        "  other processes during pool concurrency (cores)": c.get("other_processes_cores"),
     }
 
 
@@ -835,6 +906,10 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         ("Mem0 intact after concurrency", last["integrity_after_concurrency"]["ok"]),
         ("peak RSS <= 1.5 GB (node + model)", last["rss_mb"]["peak_after_node"] <= TARGETS["peak_rss_mb"]),
     ]
+    pp = node.get("process_pool")
+    if pp:
+        checks.append((f"process pool ({pp['workers']} workers) concurrent >= 1.5x sequential", pp["concurrency"]["ratio"] >= TARGETS["concurrency_ratio"]))
+        checks.append(("process pool: no errors, every audit entry once", _pool_row(pp)["  process pool errors (warm + seq + concurrent)"] == 0 and pp["integrity"]["ok"]))
     print(f"targets at {last['size']:,} chunks: " + "; ".join(f"{name}: {'yes' if ok else 'NO'}" for name, ok in checks))
     if args.smoke:
         print("(smoke run: too small for the figures to mean anything)")
