@@ -92,13 +92,15 @@ class _RemoteChunks:
         return self._link.call("deal_payloads", deal_id)
 
 
-def _rows(hits: Sequence[VectorHit]) -> list[tuple[str, int, float, dict[str, Any]]]:
-    """Hits as plain tuples on the wire (pickling slotted dataclasses one by one held the parent's GIL)."""
-    return [(h.chunk_id, h.window, h.score, h.payload) for h in hits]
+def _rows(hits: Sequence[VectorHit]) -> tuple[list[str], list[int], list[float]]:
+    """Hits on the wire: chunk ids, windows and scores, the only fields the pipeline reads (the parent has already
+    checked each hit against the scope). Payloads stay behind: pickling slotted dataclasses with their payload
+    dicts held the parent's GIL and made each search reply several pipe buffers long."""
+    return [h.chunk_id for h in hits], [h.window for h in hits], [h.score for h in hits]
 
 
-def _hits(rows: Sequence[tuple[str, int, float, dict[str, Any]]]) -> list[VectorHit]:
-    return [VectorHit(chunk_id=c, window=w, score=s, payload=p) for c, w, s, p in rows]
+def _hits(rows: tuple[list[str], list[int], list[float]]) -> list[VectorHit]:
+    return [VectorHit(chunk_id=c, window=w, score=s, payload={}) for c, w, s in zip(*rows, strict=True)]
 
 
 class _RemoteRegistry:
