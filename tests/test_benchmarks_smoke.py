@@ -28,8 +28,12 @@ def test_ingest_throughput_smoke(tmp_path):
 
 @pytest.mark.slow
 def test_retrieval_latency_smoke(tmp_path):
-    data = _run(["benchmarks/retrieval_latency.py", "--smoke"], tmp_path / "latency.json")
+    data = _run(["benchmarks/retrieval_latency.py", "--smoke", "--workers", "2"], tmp_path / "latency.json")
     assert data["results"] and all(r["node"]["warm"]["p50_ms"] > 0 for r in data["results"])
+    for r in data["results"]:  # the process-pool mode ran on the same store, every audit entry found once
+        pool = r["node"]["process_pool"]
+        assert pool["warm"]["p50_ms"] > 0 and pool["integrity"]["ok"]
+        assert pool["concurrency"]["concurrent_errors"] == 0
 
 
 @pytest.mark.slow
