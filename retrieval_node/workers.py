@@ -92,6 +92,9 @@ class _RemoteChunks:
     def search_batch(self, vectors: np.ndarray, scope: Any, limit: int) -> list[list[VectorHit]]:
         return [_hits(rows) for rows in self._link.call("search_batch", vectors, scope, limit)]
 
+    def search_points(self, vector: np.ndarray, scope: Any, limit: int) -> list[tuple[str, float]]:
+        return self._link.call("search_points", vector, scope, limit)
+
     def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         return self._link.call("payloads", list(point_ids))
 
@@ -368,6 +371,8 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
 
     def _serve(self, name: str, args: tuple[Any, ...]) -> Any:
         store = self.store
+        if name == "search_points":  # the hot path: ids and scores, mapped to chunk windows in the worker
+            return store.chunks.search_points(*args)
         if name == "search":
             return _rows(store.chunks.search(*args))
         if name == "search_batch":
