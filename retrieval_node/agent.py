@@ -46,7 +46,7 @@ from .models import (
 )
 from .pack import ContextPackager, Scored, Selection, build_package, package_hash, to_reference
 from .rank import EXCERPT_MAX_CHARS, RiskAwareRanker
-from .retrieve import Candidate, ChunkView, RetrievalResult, SegmentAwareRetriever, _view_from_payload
+from .retrieve import Candidate, ChunkView, DealView, RetrievalResult, SegmentAwareRetriever, _view_from_payload
 from .store import Store
 
 #: Weight of BM25 inside the semantic term (the rest is the dense cosine).
@@ -384,7 +384,7 @@ class RetrievalAgent:
 
         result = self.retriever.retrieve(
             deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=sections,
-            document_roles=roles, as_of=intent.as_of, eligible=eligible, keep=keep, top_k=rc.semantic_top_k,
+            document_roles=roles, as_of=intent.as_of, eligible=eligible, eligible_key=plan_key, keep=keep, top_k=rc.semantic_top_k,
             use_vectors=plan.vector_search,
         )
         fallbacks.extend(f for f in result.fallbacks if f not in fallbacks)
@@ -400,7 +400,7 @@ class RetrievalAgent:
         if scored and confidence < rc.risk_threshold:
             broadened = self.retriever.retrieve(
                 deal_id=intent.deal_id, query=intent.query_text, query_vector=qvec, section_types=plan.allowed_sections,
-                document_roles=roles, as_of=intent.as_of, eligible=eligible, keep=keep, top_k=rc.semantic_top_k,
+                document_roles=roles, as_of=intent.as_of, eligible=eligible, eligible_key=plan_key, keep=keep, top_k=rc.semantic_top_k,
                 use_vectors=plan.vector_search,
             )
             known = {s.chunk.chunk_id for s in scored}
@@ -499,7 +499,7 @@ class RetrievalAgent:
         for cid in selected_ids:
             for k in sel.chosen[cid].terms.risk_kinds:
                 risk_distribution[k] = risk_distribution.get(k, 0) + 1
-        toc = self._toc(view.memo(("toc_groups",), lambda: _doc_groups(view.chunks.values())), sections, roles, refs, report)
+        toc = self._toc(view, sections, roles, refs, report)
         exclusions = self._exclusions(sel, scored_by_id, report)
         risk_summary = self._risk_summary(intent, refs, sel, missed_risks, len(scored))
         package = build_package(
@@ -585,16 +585,26 @@ class RetrievalAgent:
 
     # -- package text --------------------------------------------------------------------
     @staticmethod
-    def _toc(groups: Sequence[tuple[tuple[str, str], list[ChunkView]]], sections: list[str], roles: list[str] | None, refs: Sequence[Any],
-             report: CoverageReport) -> str:
-        """``groups``: the deal's chunks by (document, role), in reading order (:func:`_doc_groups`)."""
-        included = {r.chunk_id for r in refs}
+    def _toc(view: DealView, sections: list[str], roles: list[str] | None, refs: Sequence[Any], report: CoverageReport) -> str:
+        """Per document (in document order): the included chunks in reading order and how many target-section
+        chunks were left; documents with neither are not listed."""
+        groups = view.memo(("toc_groups",), lambda: _doc_groups(view.chunks.values()))
+        wanted = frozenset(sections)
+        targets: dict[tuple[str, str], int] = view.memo(
+            ("toc_targets", wanted), lambda: {key: sum(1 for c in cs if c.section_type in wanted) for key, cs in groups})
+        included: dict[tuple[str, str], list[ChunkView]] = {}
+        for r in refs:
+            c = view.chunks.get(r.chunk_id)
+            if c is not None:
+                included.setdefault((c.document_id, c.document_role), []).append(c)
         lines = [f"Included {len(refs)} chunk(s). Target sections: {', '.join(sections)}" + (f"; roles: {', '.join(roles)}" if roles else "")]
-        for (doc, role), cs in groups:
-            inn = [f"{c.section_type} p{c.page_range}" for c in cs if c.chunk_id in included]
-            avail = sum(1 for c in cs if c.chunk_id not in included and c.section_type in sections)
+        for key, _cs in groups:
+            got = sorted(included.get(key, ()), key=lambda c: c.reading_key)
+            inn = [f"{c.section_type} p{c.page_range}" for c in got]
+            avail = targets[key] - sum(1 for c in got if c.section_type in wanted)
             if not inn and not avail:
                 continue
+            doc, role = key
             lines.append(f"- {doc} [{role}]: " + ("; ".join(inn) if inn else "nothing included") + (f" (+{avail} target-section chunk(s) available, not included)" if avail else ""))
         if report.required:
             marks = []

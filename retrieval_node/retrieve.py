@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .backends.mem0_registry import RegistryRecord
-from .backends.vectors import SearchScope, point_id
+from .backends.vectors import SearchScope, point_uuid
 from .errors import BackendError
 from .models import sha256_hex
 from .store import Store
@@ -223,10 +224,10 @@ class SegmentAwareRetriever:
         table = view.memo(("point_ids",), lambda: _point_table(view, self.store.config.retrieval))
         unknown = [pid for pid, _ in raw if pid not in table]
         if unknown:
-            for pid, payload in self.store.chunks.payloads(unknown).items():
+            for pid, payload in self.store.chunks.payloads([str(u) for u in unknown]).items():
                 cid = payload.get("chunk_id")
                 if payload.get("deal_id") == view.deal_id and cid in view.chunks:
-                    table[pid] = (cid, int(payload.get("window", 0)))
+                    table[uuid.UUID(pid)] = (cid, int(payload.get("window", 0)))
         out = []
         for pid, score in raw:
             hit = table.get(pid)
@@ -248,13 +249,15 @@ class SegmentAwareRetriever:
         keep: Any = None,
         top_k: int = 50,
         use_vectors: bool = True,
+        eligible_key: Any = None,
     ) -> RetrievalResult:
         """Candidates of one deal with dense and BM25 evidence.
 
         Candidates are the ``top_k`` chunks by dense similarity, the ``top_k`` by BM25,
         and every chunk for which ``keep(chunk)`` is true (the agent keeps chunks that
         carry a risk signal, whatever their similarity). ``eligible(chunk) -> bool``
-        filters the structural set further.
+        filters the structural set further; ``eligible_key``, a hashable key for what ``eligible`` depends on,
+        lets the structural set be kept on the deal view for the next call with the same key.
         """
         timings: dict[str, float] = {}
         fallbacks: list[str] = []
@@ -263,13 +266,21 @@ class SegmentAwareRetriever:
         sections = set(section_types) if section_types is not None else None
         roles = set(document_roles) if document_roles is not None else None
         cutoff = as_of.timestamp() if as_of is not None else None
-        structural = [
-            c for c in view.chunks.values()
-            if (sections is None or c.section_type in sections)
-            and (roles is None or c.document_role in roles)
-            and (cutoff is None or c.ingested_ts <= cutoff)
-            and (eligible is None or eligible(c))
-        ]
+
+        def structural_set() -> list[ChunkView]:
+            return [
+                c for c in view.chunks.values()
+                if (sections is None or c.section_type in sections)
+                and (roles is None or c.document_role in roles)
+                and (cutoff is None or c.ingested_ts <= cutoff)
+                and (eligible is None or eligible(c))
+            ]
+
+        if eligible is None or eligible_key is not None:
+            key = ("structural", eligible_key, sections and frozenset(sections), roles and frozenset(roles), cutoff)
+            structural = view.memo(key, structural_set)
+        else:
+            structural = structural_set()
         timings["structural_ms"] = (time.perf_counter() - t0) * 1000
         if not structural:
             return RetrievalResult([], 0.0, timings, fallbacks, mem0_calls, 0, 0)
@@ -321,18 +332,18 @@ class SegmentAwareRetriever:
         return RetrievalResult(candidates, best, timings, fallbacks, mem0_calls, 0, len(structural))
 
 
-def _point_table(view: DealView, rc: Any) -> dict[str, tuple[str, int]]:
+def _point_table(view: DealView, rc: Any) -> dict[Any, tuple[str, int]]:
     """point id -> (chunk id, window) for the windows each chunk of ``view`` probably has.
 
     Windows are cut in MiniLM word pieces, which the registry does not record; the estimate allows
     1.5 word pieces per cl100k token (a window beyond it is resolved from its payload when it is hit).
     """
     step = max(1, rc.window_tokens - rc.window_overlap_tokens)
-    table: dict[str, tuple[str, int]] = {}
+    table: dict[Any, tuple[str, int]] = {}
     for cid, c in view.chunks.items():
         n = 1 + max(0, math.ceil((1.5 * c.token_count - rc.window_tokens) / step))
         for w in range(n):
-            table[point_id(cid, w)] = (cid, w)
+            table[point_uuid(cid, w)] = (cid, w)
     return table
 
 

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 
 from retrieval_node.agent import RetrievalAgent
-from retrieval_node.backends.vectors import EdgeChunkIndex, QdrantChunkIndex, SearchScope, VectorPoint, point_id
+from retrieval_node.backends.vectors import EdgeChunkIndex, QdrantChunkIndex, SearchScope, VectorPoint, point_id, point_uuid
 from retrieval_node.config import load_config
 from retrieval_node.ingest import Ingestor
 from retrieval_node.store import Store
@@ -77,7 +79,7 @@ def test_search_points_returns_the_same_ranking_without_payloads(index):
     q = np.ones(8, dtype=np.float32) / np.sqrt(8)
     for scope in (SearchScope("A"), SearchScope("B", section_types=("GENERAL",)), SearchScope("B", chunk_ids=("12".ljust(64, "a"),))):
         full = index.search(q, scope, 100)
-        assert index.search_points(q, scope, 100) == [(point_id(h.chunk_id, h.window), pytest.approx(h.score)) for h in full]
+        assert index.search_points(q, scope, 100) == [(point_uuid(h.chunk_id, h.window), pytest.approx(h.score)) for h in full]
     assert index.search_points(q, SearchScope("B", chunk_ids=()), 10) == []
 
 
@@ -113,8 +115,8 @@ def test_dense_hits_map_ids_to_the_deals_own_windows(tmp_path, embedder, make_ch
         # the estimate left out: every id is resolved from its payload
         view._memo[("point_ids",)] = {}
         assert sorted((c, w, round(s, 5)) for c, w, s in retriever.dense_hits(view, q, scope, 100)) == by_payload
-        foreign = point_id(other[0].chunk_id, 0)
-        store.chunks = _LeakyIndex(store.chunks, [foreign, "00000000-0000-0000-0000-000000000000"])
+        foreign = point_uuid(other[0].chunk_id, 0)
+        store.chunks = _LeakyIndex(store.chunks, [foreign, uuid.UUID(int=0)])
         got = retriever.dense_hits(view, q, scope, 100)
         assert {c for c, _, _ in got} <= set(view.chunks) and other[0].chunk_id not in {c for c, _, _ in got}
         with pytest.raises(ValueError, match="not the view's deal"):

@@ -39,7 +39,12 @@ INDEXED_FIELDS = ("deal_id", "chunk_id", "section_type", "document_role")
 
 def point_id(chunk_id: str, window: int) -> str:
     """Deterministic point id of one window of one chunk."""
-    return str(uuid.uuid5(_NAMESPACE, f"{chunk_id}:{window}"))
+    return str(point_uuid(chunk_id, window))
+
+
+def point_uuid(chunk_id: str, window: int) -> uuid.UUID:
+    """:func:`point_id` as a UUID (what :meth:`ChunkIndex.search_points` returns)."""
+    return uuid.uuid5(_NAMESPACE, f"{chunk_id}:{window}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +99,9 @@ class ChunkIndex(Protocol):
 
     def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]: ...
 
-    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, float]]:
-        """(point id, score) of the best ``limit`` points in ``scope``, without payloads (reading them costs more than
-        the search: the caller maps ids back to chunk windows with :func:`point_id`)."""
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
+        """(point id as a UUID, score) of the best ``limit`` points in ``scope``, without payloads (reading them costs
+        more than the search: the caller maps ids back to chunk windows with :func:`point_uuid`)."""
         ...
 
     def count(self) -> int: ...
@@ -287,6 +292,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
         self._shard = shard
         self._path = path
         self._write_lock = threading.Lock()
+        self._filters: dict[SearchScope, Any] = {}
         self._indexes = dict(self.INDEXES)
         self._tenant = "deal_id"
         self._written = 0
@@ -358,16 +364,22 @@ class EdgeChunkIndex(EdgeShardLifecycle):
             raise BackendError(f"qdrant-edge search failed: {exc}") from exc
         return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in res], scope) for res in results]
 
-    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, float]]:
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
         import qdrant_edge as qe
 
         _check_scope(scope)
         if scope.chunk_ids is not None and not scope.chunk_ids:
             return []
+        flt = self._filters.get(scope)
+        if flt is None:  # the same few scopes (deal x sections) come back call after call
+            flt = self._filter(scope)
+            if len(self._filters) >= 256:
+                self._filters.clear()
+            self._filters[scope] = flt
         req = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
-            filter=self._filter(scope),
+            filter=flt,
             params=exact_params(),
             with_payload=False,
             with_vector=False,
@@ -376,7 +388,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
             res = self._shard.query(req)
         except Exception as exc:
             raise BackendError(f"qdrant-edge search failed: {exc}") from exc
-        return [(str(p.id), float(p.score)) for p in res]
+        return [(p.id if isinstance(p.id, uuid.UUID) else uuid.UUID(str(p.id)), p.score) for p in res]
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         import qdrant_edge as qe
@@ -490,7 +502,7 @@ class QdrantChunkIndex:
         flt = self._filter(scope)
         res = self._call("search", lambda: self._client.query_points(self.collection, query=vector.astype(np.float32).tolist(), query_filter=flt,
                                                                       limit=limit, with_payload=False, with_vectors=False))
-        return [(str(p.id), float(p.score)) for p in res.points]
+        return [(uuid.UUID(str(p.id)), float(p.score)) for p in res.points]
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         from qdrant_client import models as qm
