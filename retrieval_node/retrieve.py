@@ -220,19 +220,19 @@ class SegmentAwareRetriever:
         """
         if scope.deal_id != view.deal_id:
             raise ValueError(f"search scope deal {scope.deal_id!r} is not the view's deal {view.deal_id!r}")
-        raw = self.store.chunks.search_points(vector, scope, limit)
+        raw = [(pid.int, score) for pid, score in self.store.chunks.search_points(vector, scope, limit)]  # int keys: C-level hash and eq
         table = view.memo(("point_ids",), lambda: _point_table(view, self.store.config.retrieval))
         unknown = [pid for pid, _ in raw if pid not in table]
         if unknown:
-            for pid, payload in self.store.chunks.payloads([str(u) for u in unknown]).items():
+            for pid, payload in self.store.chunks.payloads([str(uuid.UUID(int=u)) for u in unknown]).items():
                 cid = payload.get("chunk_id")
                 if payload.get("deal_id") == view.deal_id and cid in view.chunks:
-                    table[uuid.UUID(pid)] = (cid, int(payload.get("window", 0)))
+                    table[uuid.UUID(pid).int] = (cid, int(payload.get("window", 0)))
         out = []
         for pid, score in raw:
             hit = table.get(pid)
             if hit is not None:
-                out.append((hit[0], hit[1], score))
+                out.append((hit[0], hit[1], float(score)))
         return out
 
     # -- retrieval -----------------------------------------------------------------------
@@ -332,18 +332,18 @@ class SegmentAwareRetriever:
         return RetrievalResult(candidates, best, timings, fallbacks, mem0_calls, 0, len(structural))
 
 
-def _point_table(view: DealView, rc: Any) -> dict[Any, tuple[str, int]]:
-    """point id -> (chunk id, window) for the windows each chunk of ``view`` probably has.
+def _point_table(view: DealView, rc: Any) -> dict[int, tuple[str, int]]:
+    """point id (as the UUID's integer) -> (chunk id, window) for the windows each chunk of ``view`` probably has.
 
     Windows are cut in MiniLM word pieces, which the registry does not record; the estimate allows
     1.5 word pieces per cl100k token (a window beyond it is resolved from its payload when it is hit).
     """
     step = max(1, rc.window_tokens - rc.window_overlap_tokens)
-    table: dict[Any, tuple[str, int]] = {}
+    table: dict[int, tuple[str, int]] = {}
     for cid, c in view.chunks.items():
         n = 1 + max(0, math.ceil((1.5 * c.token_count - rc.window_tokens) / step))
         for w in range(n):
-            table[point_uuid(cid, w)] = (cid, w)
+            table[point_uuid(cid, w).int] = (cid, w)
     return table
 
 

@@ -388,7 +388,11 @@ class EdgeChunkIndex(EdgeShardLifecycle):
             res = self._shard.query(req)
         except Exception as exc:
             raise BackendError(f"qdrant-edge search failed: {exc}") from exc
-        return [(p.id if isinstance(p.id, uuid.UUID) else uuid.UUID(str(p.id)), p.score) for p in res]
+        out = []
+        for p in res:
+            pid = p.id  # the binding builds a new UUID on each access: read it once
+            out.append((pid if isinstance(pid, uuid.UUID) else uuid.UUID(str(pid)), p.score))
+        return out
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         import qdrant_edge as qe
