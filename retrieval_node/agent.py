@@ -177,7 +177,7 @@ class RetrievalAgent:
         self._rankers: dict[tuple[str, ...], RiskAwareRanker] = {}
         for profile in self.config.agents.values():
             if profile.risk_kinds is not None:
-                key = tuple(sorted(set(profile.risk_kinds)))
+                key = tuple(profile.risk_kinds)
                 if key not in self._rankers:
                     self._rankers[key] = RiskAwareRanker(self.config.risk_signals.only_kinds(key), lexical_weight=LEXICAL_WEIGHT)
         self.packager = ContextPackager(store.tokens)
@@ -200,7 +200,12 @@ class RetrievalAgent:
         profile = self.config.agents.get(agent)
         if profile is None:
             raise UnknownAgentError(f"unknown agent {agent!r}; configured agents: {sorted(self.config.agents)}")
-        intent = intent_from_profile(agent, profile, deal_id=deal_id, stage=stage, budget=budget, query_text=query_text)
+        return self.narrow(intent_from_profile(agent, profile, deal_id=deal_id, stage=stage, budget=budget, query_text=query_text), agent)
+
+    def narrow(self, intent: RetrievalIntent, agent: str) -> RetrievalIntent:
+        """``intent``, built from ``agent``'s profile, without the profile's defaults its contract forbids at the intent's
+        stage (:func:`~retrieval_node.contracts.narrow_to_contract`)."""
+        profile = self.config.agents[agent]
         return narrow_to_contract(intent, agent, self.config.contracts, profile_sections=profile.target_section_types, profile_roles=profile.document_roles)
 
     def _profile(self, intent: RetrievalIntent) -> AgentProfile | None:
@@ -224,7 +229,7 @@ class RetrievalAgent:
         profile = self._profile(intent)
         if profile is None or profile.risk_kinds is None:
             return self.ranker
-        return self._rankers[tuple(sorted(set(profile.risk_kinds)))]
+        return self._rankers[tuple(profile.risk_kinds)]
 
     def _domains(self, intent: RetrievalIntent) -> list[str]:
         profile = self._profile(intent)
@@ -373,7 +378,7 @@ class RetrievalAgent:
         # the chunk and the domains only, so the answer is kept on the deal view (filled as chunks are asked about)
         ranker = self._ranker(intent)
         profile = self._profile(intent)
-        kinds = None if profile is None or profile.risk_kinds is None else tuple(sorted(set(profile.risk_kinds)))
+        kinds = None if profile is None or profile.risk_kinds is None else tuple(profile.risk_kinds)
         material: dict[str, bool] = view.memo(("material", tuple(domains), kinds), dict)
 
         def keep(chunk: ChunkView) -> bool:

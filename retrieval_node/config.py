@@ -161,6 +161,11 @@ class AgentProfile(_Strict):
     )
     stages: list[Stage] = Field(default_factory=lambda: list(Stage), description="Deal stages in which the agent may run.")
 
+    @field_validator("risk_kinds")
+    @classmethod
+    def _kinds_sorted(cls, kinds: list[str] | None) -> list[str] | None:
+        return None if kinds is None else sorted(set(kinds))
+
     @field_validator("required_zones")
     @classmethod
     def _known(cls, zones: list[str]) -> list[str]:

@@ -21,7 +21,6 @@ from langchain_core.runnables import RunnableLambda
 
 from .agent import RetrievalAgent, intent_from_profile
 from .config import AgentProfile, NodeConfig
-from .contracts import narrow_to_contract
 from .errors import IntentError, UnknownAgentError
 from .models import ContextPackage, RetrievalIntent, RetrievalSummary, TrustContext
 
@@ -180,10 +179,9 @@ class RetrievalNode:
         state_for_adapter = dict(state)
         if k.deal_id != "deal_id":
             state_for_adapter["deal_id"] = state[k.deal_id]
-        profile = self.agent.config.agents[agent_name]
-        intent = adapter.build_intent(state_for_adapter, profile)
+        intent = adapter.build_intent(state_for_adapter, self.agent.config.agents[agent_name])
         # the profile's defaults the stage's contract takes away are not asked for (an adapter's own additions are)
-        intent = narrow_to_contract(intent, agent_name, self.agent.config.contracts, profile_sections=profile.target_section_types, profile_roles=profile.document_roles)
+        intent = self.agent.narrow(intent, agent_name)
         step = state.get(k.current_step) or agent_name
         return step, intent
 

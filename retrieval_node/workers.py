@@ -46,7 +46,6 @@ import numpy as np
 
 from .agent import RetrievalAgent
 from .audit import AuditLog
-from .backends.vectors import VectorHit
 from .config import NodeConfig
 from .errors import BackendError
 from .models import RetrievalAuditEntry, TrustContext
@@ -86,13 +85,7 @@ class _RemoteChunks:
     def __init__(self, link: _Link) -> None:
         self._link = link
 
-    def search(self, vector: np.ndarray, scope: Any, limit: int) -> list[VectorHit]:
-        return _hits(self._link.call("search", vector, scope, limit))
-
-    def search_batch(self, vectors: np.ndarray, scope: Any, limit: int) -> list[list[VectorHit]]:
-        return [_hits(rows) for rows in self._link.call("search_batch", vectors, scope, limit)]
-
-    def search_points(self, vector: np.ndarray, scope: Any, limit: int) -> list[tuple[str, float]]:
+    def search_points(self, vector: np.ndarray, scope: Any, limit: int) -> list[tuple[Any, float]]:
         return self._link.call("search_points", vector, scope, limit)
 
     def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -100,17 +93,6 @@ class _RemoteChunks:
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         return self._link.call("deal_payloads", deal_id)
-
-
-def _rows(hits: Sequence[VectorHit]) -> tuple[list[str], list[int], list[float]]:
-    """Hits on the wire: chunk ids, windows and scores, the only fields the pipeline reads (the parent has already
-    checked each hit against the scope). Payloads stay behind: pickling slotted dataclasses with their payload
-    dicts held the parent's GIL and made each search reply several pipe buffers long."""
-    return [h.chunk_id for h in hits], [h.window for h in hits], [h.score for h in hits]
-
-
-def _hits(rows: tuple[list[str], list[int], list[float]]) -> list[VectorHit]:
-    return [VectorHit(chunk_id=c, window=w, score=s, payload={}) for c, w, s in zip(*rows, strict=True)]
 
 
 class _RemoteRegistry:
@@ -373,10 +355,6 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
         store = self.store
         if name == "search_points":  # the hot path: ids and scores, mapped to chunk windows in the worker
             return store.chunks.search_points(*args)
-        if name == "search":
-            return _rows(store.chunks.search(*args))
-        if name == "search_batch":
-            return [_rows(hits) for hits in store.chunks.search_batch(*args)]
         if name == "embed":
             return store.embedder.embed(*args)
         if name == "deal_records":

@@ -41,18 +41,22 @@ def _chunks(make_chunk, deal: str, *, noise: str = "") -> list[DocumentChunk]:
     return out
 
 
-@pytest.fixture(scope="module")
-def pipe_store(tmp_path_factory, embedder, node_config, counter):
-    from tests.conftest import DocumentChunk as _DC  # noqa: F401
+def two_deal_store(home, embedder, node_config, counter):
+    """A store with DEAL and OTHER ingested (same builder, same boilerplate); returns (store, chunks, make_chunk)."""
 
     def make_chunk(content, *, deal_id, section, page, document_id, role="TITLE_SEARCH"):
         return DocumentChunk.build(deal_id=deal_id, document_id=document_id, document_role=role, page_start=page, page_end=page,
                                    section_type=section, content=content, token_count=counter.count(content), ocr_confidence=0.97)
 
-    home = tmp_path_factory.mktemp("pipe")
     st = Store.open(home / "store", config=node_config, embedder=embedder)
     chunks = _chunks(make_chunk, DEAL) + _chunks(make_chunk, OTHER, noise=" Same builder, same boilerplate.")
     Ingestor(st).ingest([write_jsonl(home / "c.jsonl", chunks)])
+    return st, chunks, make_chunk
+
+
+@pytest.fixture(scope="module")
+def pipe_store(tmp_path_factory, embedder, node_config, counter):
+    st, chunks, _ = two_deal_store(tmp_path_factory.mktemp("pipe"), embedder, node_config, counter)
     yield st, chunks
     st.close()
 

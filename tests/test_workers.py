@@ -12,25 +12,18 @@ import pytest
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.errors import BackendError, IntentError
 from retrieval_node.ingest import Ingestor
-from retrieval_node.models import DocumentChunk
 from retrieval_node.store import Store
 from retrieval_node.workers import ProcessPoolRetrievalAgent
 from tests.conftest import FULL_TRUST, write_jsonl
-from tests.test_pipeline import DEAL, OTHER, _chunks
+from tests.test_pipeline import DEAL, OTHER, two_deal_store
 
 AGENTS = ("investigator", "tax", "condo", "scribe")
 
 
 @pytest.fixture(scope="module")
 def pool_store(tmp_path_factory, embedder, node_config, counter):
-    def make_chunk(content, *, deal_id, section, page, document_id, role="TITLE_SEARCH"):
-        return DocumentChunk.build(deal_id=deal_id, document_id=document_id, document_role=role, page_start=page, page_end=page,
-                                   section_type=section, content=content, token_count=counter.count(content), ocr_confidence=0.97)
-
     home = tmp_path_factory.mktemp("workers")
-    st = Store.open(home / "store", config=node_config, embedder=embedder)
-    chunks = _chunks(make_chunk, DEAL) + _chunks(make_chunk, OTHER, noise=" Same builder, same boilerplate.")
-    Ingestor(st).ingest([write_jsonl(home / "c.jsonl", chunks)])
+    st, chunks, make_chunk = two_deal_store(home, embedder, node_config, counter)
     yield st, chunks, make_chunk, home
     st.close()
 
