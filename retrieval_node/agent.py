@@ -29,7 +29,7 @@ import orjson
 from .audit import AuditLog, canonical_json, new_audit_id
 from .backends.vectors import SearchScope
 from .config import AgentProfile, NodeConfig
-from .coverage import CoverageReport, CoverageSelfCheck
+from .coverage import CoverageReport, CoverageSelfCheck, zones_in
 from .contracts import ContractPlan, compile_plan, narrow_to_contract
 from .backends.vectors import point_id
 from .errors import AccessDenied, ChunkNotFound, ContractViolation, IntegrityError, IntentError, TrustRequired, UnknownAgentError
@@ -437,23 +437,46 @@ class RetrievalAgent:
 
         zone_memo: dict[str, list[Scored]] = {}
 
+        def zone_members(zone: str) -> list[ChunkView]:
+            return [c for c in view.zone_members(zone) if eligible(c) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())]
+
+        def zone_search(zone: str, missing: Sequence[ChunkView]) -> tuple[np.ndarray, SearchScope, int]:
+            # the best-matching windows of the zone's members; a member outside them keeps semantic 0
+            zvec, _ = self._query_vector(f"{zone.replace('_', ' ')}: {intent.query_text}")
+            return zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))), min(8 * len(missing), ZONE_SEARCH_WINDOWS)
+
+        # the self-check asks for every required zone, missing ones first, each re-retrieving the members no earlier
+        # step scored: those searches are made up front as one batch, and a zone whose members turn out otherwise
+        # when it is asked for (an eviction changed the order) searches again on its own
+        prefetched: dict[str, tuple[tuple[str, ...] | None, list[tuple[str, int, float]]]] = {}
+        if required and plan.vector_search and scored:
+            have = zones_in(sel)
+            unique = list(dict.fromkeys(required))
+            seen = set(scored_by_id)
+            batch: list[tuple[str, tuple[np.ndarray, SearchScope, int]]] = []
+            for zone in [z for z in unique if have.get(z, 0) == 0] + [z for z in unique if have.get(z, 0) > 0]:
+                missing = [c for c in zone_members(zone) if c.chunk_id not in seen]
+                if missing:
+                    seen.update(c.chunk_id for c in missing)
+                    batch.append((zone, zone_search(zone, missing)))
+            if len(batch) > 1:
+                for (zone, req), hits in zip(batch, self.retriever.dense_hits_many(view, [req for _, req in batch]), strict=True):
+                    prefetched[zone] = (req[1].chunk_ids, hits)
+
         def zone_candidates(zone: str) -> list[Scored]:
             if zone in zone_memo:
                 return zone_memo[zone]
-            members = [
-                c for c in view.zone_members(zone)
-                if eligible(c) and (intent.as_of is None or c.ingested_ts <= intent.as_of.timestamp())
-            ]
+            members = zone_members(zone)
             if not members:
                 zone_memo[zone] = []
                 return []
             missing = [c for c in members if c.chunk_id not in scored_by_id]
             if missing:
-                zvec, _ = self._query_vector(f"{zone.replace('_', ' ')}: {intent.query_text}")
-                # the best-matching windows of the zone's members; a member outside them keeps semantic 0
-                limit = min(8 * len(missing), ZONE_SEARCH_WINDOWS)
-                hits = self.retriever.dense_hits(view, zvec, SearchScope(deal_id=intent.deal_id, chunk_ids=tuple(sorted(c.chunk_id for c in missing))),
-                                                 limit) if plan.vector_search else []
+                hits = []
+                if plan.vector_search:
+                    zvec, scope, limit = zone_search(zone, missing)
+                    ready = prefetched.pop(zone, None)
+                    hits = ready[1] if ready is not None and ready[0] == scope.chunk_ids else self.retriever.dense_hits(view, zvec, scope, limit)
                 best: dict[str, float] = {}
                 for cid, _window, score in hits:
                     best[cid] = max(best.get(cid, 0.0), score)

@@ -99,25 +99,47 @@ def fence_for(content: str, content_hash: str) -> str:
     return content_hash[:n]
 
 
-def render_block(ref: ChunkReference, n: int) -> str:
-    """One quoted excerpt. Full provenance (chunk id, hashes, dates) is in the package; the block carries
-    its citation id, source and pages, and an end marker derived from the content hash."""
+def _block_parts(ref: ChunkReference, n: int) -> tuple[str, str, str]:
+    """(header line, quoted body, end marker) of one block; ``"".join`` of them is :func:`render_block`."""
     fence = fence_for(ref.content, ref.content_hash)
     body = ref.content if not ref.redacted else f"[REDACTED: {ref.sensitivity.value} document; content withheld from this caller]"
     part = f" | excerpt, characters {ref.char_start}-{ref.char_end} of the chunk" if ref.char_start is not None else ""
     return (
-        f"<<<EVIDENCE E{n} {fence} | {ref.document_id} | {ref.section_type.value} | pages {ref.page_range}{part}>>>\n"
-        f"{body}\n"
-        f"<<<END E{n} {fence}>>>"
+        f"<<<EVIDENCE E{n} {fence} | {ref.document_id} | {ref.section_type.value} | pages {ref.page_range}{part}>>>\n",
+        f"{body}\n",
+        f"<<<END E{n} {fence}>>>",
     )
+
+
+def render_block(ref: ChunkReference, n: int) -> str:
+    """One quoted excerpt. Full provenance (chunk id, hashes, dates) is in the package; the block carries
+    its citation id, source and pages, and an end marker derived from the content hash."""
+    return "".join(_block_parts(ref, n))
+
+
+def evidence_parts(deal_id: str, intent_id: str, agent_id: str, refs: Sequence[ChunkReference]) -> list[str]:
+    """:func:`render_evidence` in pieces (preamble, then each block's header, body and end marker with their
+    separators): their concatenation is the text, and each quoted body is a piece of its own, so a token
+    counter can keep its count from one package to the next (:meth:`~retrieval_node.tokens.TiktokenCounter.count_parts`)."""
+    if not refs:
+        return []
+    parts = [PREAMBLE.format(agent_id=agent_id, deal_id=deal_id, intent_id=intent_id) + "\n"]
+    last = len(refs)
+    for i, r in enumerate(refs, start=1):
+        head, body, end = _block_parts(r, i)
+        parts += [head, body, end + ("\n\n" if i < last else "\n")]  # a block is "\n" + block + "\n"
+    return parts
 
 
 def render_evidence(deal_id: str, intent_id: str, agent_id: str, refs: Sequence[ChunkReference]) -> str:
     """The exact text the downstream agent reads; budgets count this. No evidence, no text."""
-    if not refs:
-        return ""
-    head = PREAMBLE.format(agent_id=agent_id, deal_id=deal_id, intent_id=intent_id)
-    return head + "".join("\n" + render_block(r, i) + "\n" for i, r in enumerate(refs, start=1))
+    return "".join(evidence_parts(deal_id, intent_id, agent_id, refs))
+
+
+def count_evidence(tokens: TokenCounter, parts: Sequence[str]) -> int:
+    """Tokens of ``"".join(parts)``, piece by piece where the counter can do that exactly."""
+    count_parts = getattr(tokens, "count_parts", None)
+    return count_parts(parts) if count_parts is not None else tokens.count("".join(parts))
 
 
 def to_reference(chunk: ChunkView, span: tuple[int, int] | None = None) -> ChunkReference:
@@ -160,7 +182,8 @@ class ContextPackager:
         """Tokens of one rendered block (with a two-digit citation id) plus its separators."""
         cost = self._cost_cache.get(chunk.chunk_id)
         if cost is None:
-            cost = self.tokens.count("\n" + render_block(to_reference(chunk), 99) + "\n")
+            head, body, end = _block_parts(to_reference(chunk), 99)
+            cost = count_evidence(self.tokens, ["\n" + head, body, end + "\n"])
             if len(self._cost_cache) > 100_000:
                 self._cost_cache.clear()
             self._cost_cache[chunk.chunk_id] = cost
@@ -171,7 +194,8 @@ class ContextPackager:
         key = (chunk.chunk_id, span[0], span[1])
         cost = self._excerpt_cost_cache.get(key)
         if cost is None:
-            cost = self.tokens.count("\n" + render_block(to_reference(chunk, span), 99) + "\n")
+            head, body, end = _block_parts(to_reference(chunk, span), 99)
+            cost = count_evidence(self.tokens, ["\n" + head, body, end + "\n"])
             if len(self._excerpt_cost_cache) > 100_000:
                 self._excerpt_cost_cache.clear()
             self._excerpt_cost_cache[key] = cost
@@ -491,8 +515,9 @@ class ContextPackager:
         while True:
             chosen = sorted(sel.chosen.values(), key=lambda s: s.chunk.reading_key)
             refs = sorted([to_reference(s.chunk, s.span) for s in chosen] + extra, key=lambda r: (r.document_id, int(r.page_range.split("-")[0]), int(r.page_range.split("-")[1]), r.chunk_id))
-            text = render_evidence(deal_id, intent_id, agent_id, refs)
-            total = self.tokens.count(text)
+            parts = evidence_parts(deal_id, intent_id, agent_id, refs)
+            text = "".join(parts)
+            total = count_evidence(self.tokens, parts)
             if total <= budget or not refs:
                 return refs, text, total
             if extra:
@@ -547,6 +572,8 @@ __all__ = [
     "Scored",
     "Selection",
     "build_package",
+    "count_evidence",
+    "evidence_parts",
     "fence_for",
     "package_hash",
     "render_block",

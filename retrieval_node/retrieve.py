@@ -220,7 +220,22 @@ class SegmentAwareRetriever:
         """
         if scope.deal_id != view.deal_id:
             raise ValueError(f"search scope deal {scope.deal_id!r} is not the view's deal {view.deal_id!r}")
-        raw = [(pid.int, score) for pid, score in self.store.chunks.search_points(vector, scope, limit)]  # int keys: C-level hash and eq
+        return self._map_points(view, self.store.chunks.search_points(vector, scope, limit))
+
+    def dense_hits_many(self, view: DealView, requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[list[tuple[str, int, float]]]:
+        """:meth:`dense_hits` for each ``(vector, scope, limit)``, searched as one batch when the index can."""
+        for _, scope, _ in requests:
+            if scope.deal_id != view.deal_id:
+                raise ValueError(f"search scope deal {scope.deal_id!r} is not the view's deal {view.deal_id!r}")
+        many = getattr(self.store.chunks, "search_points_many", None)
+        if many is None or len(requests) == 1:
+            results = [self.store.chunks.search_points(v, sc, lim) for v, sc, lim in requests]
+        else:
+            results = many(list(requests))
+        return [self._map_points(view, res) for res in results]
+
+    def _map_points(self, view: DealView, points: Sequence[tuple[uuid.UUID, float]]) -> list[tuple[str, int, float]]:
+        raw = [(pid.int, score) for pid, score in points]  # int keys: C-level hash and eq
         table = view.memo(("point_ids",), lambda: _point_table(view, self.store.config.retrieval))
         unknown = [pid for pid, _ in raw if pid not in table]
         if unknown:

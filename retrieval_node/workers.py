@@ -88,6 +88,9 @@ class _RemoteChunks:
     def search_points(self, vector: np.ndarray, scope: Any, limit: int) -> list[tuple[Any, float]]:
         return self._link.call("search_points", vector, scope, limit)
 
+    def search_points_many(self, requests: Sequence[tuple[np.ndarray, Any, int]]) -> list[list[tuple[Any, float]]]:
+        return self._link.call("search_points_many", list(requests))
+
     def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         return self._link.call("payloads", list(point_ids))
 
@@ -355,6 +358,9 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
         store = self.store
         if name == "search_points":  # the hot path: ids and scores, mapped to chunk windows in the worker
             return store.chunks.search_points(*args)
+        if name == "search_points_many":  # one round trip for the zone searches of the coverage self-check
+            many = getattr(store.chunks, "search_points_many", None)
+            return many(*args) if many is not None else [store.chunks.search_points(*req) for req in args[0]]
         if name == "embed":
             return store.embedder.embed(*args)
         if name == "deal_records":

@@ -203,3 +203,52 @@ def test_quoted_text_cannot_close_its_evidence_block():
 def test_coverage_score_formula():
     assert coverage_score([], []) == 1.0
     assert coverage_score(["a", "b", "c"], ["a", "c", "x"]) == 2 / 3
+
+
+# pieces that stress the pre-tokeniser: newlines, spaces before them, contractions, digits, punctuation runs, other scripts
+_PIECES = ["a", "Lien", "é", "中文", "1", "234", " ", "  ", "\n", "\r\n", "\t", " \n", "\n\n", ".", "'s", "'", "<<<", ">>>\n", "|",
+           "\u00a0", "\u2028", "\u3000", "\x1c", "\u0085", "—", "$48,260.00", "ß", "🙂"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join), max_size=8),
+       long_part=st.lists(st.sampled_from(_PIECES), min_size=150, max_size=300).map("".join))
+def test_counting_in_parts_is_exact(parts, long_part):
+    """count_parts(parts) == count("".join(parts)) whatever the parts, with long parts counted once and kept."""
+    counter = TiktokenCounter()
+    for seq in (parts, [*parts, long_part], [long_part, *parts, long_part]):
+        assert counter.count_parts(seq) == counter.count("".join(seq))
+
+
+@settings(max_examples=60, deadline=None)
+@given(contents=st.lists(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=120).map("".join), min_size=1, max_size=6))
+def test_rendered_evidence_is_counted_exactly_in_parts(contents):
+    """The package text in pieces (each quoted body its own piece) counts as the whole text, even for bodies that
+    start or end with whitespace, and counting it again (from the kept parts) gives the same number."""
+    from retrieval_node.pack import count_evidence, evidence_parts
+
+    views = []
+    for i, content in enumerate(contents):
+        h = sha256_hex(content)
+        views.append(replace(_view(i, 3, SECTIONS[i % 3]), content=content, content_hash=h, token_count=COUNTER.count(content)))
+    refs = [to_reference(v) for v in views]
+    parts = evidence_parts("D", "i", "a", refs)
+    assert "".join(parts) == render_evidence("D", "i", "a", refs)
+    whole = COUNTER.count("".join(parts))
+    assert count_evidence(COUNTER, parts) == whole == count_evidence(COUNTER, parts)
+
+    class WholeTextOnly:  # a TokenCounter with no count_parts: the joined text is counted
+        def count(self, text):
+            return COUNTER.count(text)
+
+    assert count_evidence(WholeTextOnly(), parts) == whole
+
+
+def test_an_encoding_with_another_pre_token_pattern_counts_the_joined_text(monkeypatch):
+    """Counting in parts is exact only for the known cl100k patterns; for any other the whole text is counted."""
+    import retrieval_node.tokens as tokens
+
+    monkeypatch.setattr(tokens, "SPLITTING_PATTERNS", frozenset())
+    counter = tokens.TiktokenCounter()
+    parts = ["RETRIEVED\n", "x" * 300 + "\n", "<<<END E1 abc>>>\n"]
+    assert counter.count_parts(parts) == counter.count("".join(parts)) and counter._parts == {}

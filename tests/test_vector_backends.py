@@ -83,6 +83,23 @@ def test_search_points_returns_the_same_ranking_without_payloads(index):
     assert index.search_points(q, SearchScope("B", chunk_ids=()), 10) == []
 
 
+def test_search_points_many_answers_each_request_as_search_points_does(index):
+    qs = np.eye(8, dtype=np.float32)
+    requests = [
+        (qs[0], SearchScope("A"), 3),
+        (qs[1], SearchScope("B", section_types=("GENERAL",)), 100),
+        (qs[2], SearchScope("B", chunk_ids=()), 5),  # an empty id list matches nothing
+        (qs[3], SearchScope("A", chunk_ids=("01".ljust(64, "a"), "03".ljust(64, "a"))), 10),
+    ]
+    got = index.search_points_many(requests)
+    assert len(got) == len(requests) and got[2] == []
+    for (v, scope, limit), hits in zip(requests, got, strict=True):
+        assert hits == [(pid, pytest.approx(score)) for pid, score in index.search_points(v, scope, limit)]
+    assert index.search_points_many([]) == []
+    with pytest.raises(ValueError):
+        index.search_points_many([(qs[0], SearchScope(""), 3)])
+
+
 class _LeakyIndex:
     """FAULT INJECTION, not a backend: answers like the real index wrapped inside it, plus a point of
     another deal and a point id nobody wrote, as a broken filter or a corrupt index could."""
@@ -92,6 +109,9 @@ class _LeakyIndex:
 
     def search_points(self, vector, scope, limit):
         return [*self.real.search_points(vector, scope, limit), *[(pid, 0.99) for pid in self.extra_ids]]
+
+    def search_points_many(self, requests):
+        return [[*hits, *[(pid, 0.99) for pid in self.extra_ids]] for hits in self.real.search_points_many(requests)]
 
     def __getattr__(self, name):
         return getattr(self.real, name)
@@ -119,6 +139,10 @@ def test_dense_hits_map_ids_to_the_deals_own_windows(tmp_path, embedder, make_ch
         store.chunks = _LeakyIndex(store.chunks, [foreign, uuid.UUID(int=0)])
         got = retriever.dense_hits(view, q, scope, 100)
         assert {c for c, _, _ in got} <= set(view.chunks) and other[0].chunk_id not in {c for c, _, _ in got}
+        for many in retriever.dense_hits_many(view, [(q, scope, 100), (q, SearchScope("2026-TEST-0001", chunk_ids=(mine[1].chunk_id,)), 5)]):
+            assert {c for c, _, _ in many} <= set(view.chunks) and other[0].chunk_id not in {c for c, _, _ in many}
+        with pytest.raises(ValueError, match="not the view's deal"):
+            retriever.dense_hits_many(view, [(q, scope, 10), (q, SearchScope("2026-TEST-0002"), 10)])
         with pytest.raises(ValueError, match="not the view's deal"):
             retriever.dense_hits(view, q, SearchScope("2026-TEST-0002"), 10)
         store.chunks = store.chunks.real
@@ -220,3 +244,51 @@ def test_closing_after_a_large_write_compacts(tmp_path, monkeypatch):
     ix = EdgeChunkIndex.open(tmp_path / "v", dimension=384)
     assert _answers(ix) == before
     ix.close()
+
+
+class _OneByOne:
+    """Not a fake: the real index without its ``search_points_many`` (callers then search one request at a time)."""
+
+    def __init__(self, real):
+        self.real, self.batches = real, []
+
+    def __getattr__(self, name):
+        if name == "search_points_many":
+            raise AttributeError(name)
+        return getattr(self.real, name)
+
+
+class _SearchRecorder(_OneByOne):
+    """Not a fake: the real index, with the size of each batch of searches it receives written down."""
+
+    def search_points_many(self, requests):
+        self.batches.append(len(requests))
+        return self.real.search_points_many(requests)
+
+
+def test_zone_searches_go_as_one_batch_and_give_the_same_packages(sample_store):
+    """The coverage self-check's zone re-retrievals are searched up front in one batch: same packages as
+    searching them one by one, on every bundled deal and profile."""
+    from retrieval_node.evaluation import EVAL_TRUST, bundled_deals
+
+    real = sample_store.chunks
+    packages = {}
+    try:
+        for batch in (True, False):
+            sample_store.chunks = recorder = (_SearchRecorder if batch else _OneByOne)(real)
+            agent = RetrievalAgent(sample_store, trust=EVAL_TRUST)
+            for deal in bundled_deals():
+                for name in ("investigator", "tax", "condo", "scribe"):
+                    intent = agent.intent_for(name, deal_id=deal.deal_id)
+                    # one target section only: the other zones' members are not candidates, the self-check fetches them
+                    narrow = intent.model_copy(update={"target_section_types": intent.target_section_types[:1]})
+                    for kind, it in (("profile", intent), ("one section", narrow)):
+                        pkg, _ = agent.retrieve_sync(it)
+                        packages.setdefault((deal.deal_id, name, kind), set()).add(pkg.package_hash)
+            if batch:
+                assert recorder.batches and max(recorder.batches) >= 2  # several zones were re-retrieved in one request
+            else:
+                assert recorder.batches == []
+    finally:
+        sample_store.chunks = real
+    assert all(len(hashes) == 1 for hashes in packages.values()), packages
