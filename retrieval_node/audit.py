@@ -126,9 +126,17 @@ class AuditLog:
         if self.registry is None:
             raise ValueError("this AuditLog was opened read-only (no registry)")
         text, metadata = self._memory(entry, audit_id, snapshot_sha256)
+        return self.record_memory(entry.deal_id, text, metadata, vector=vector)
+
+    def record_memory(self, deal_id: str, text: str, metadata: dict[str, Any], *, vector: np.ndarray | None) -> str | None:
+        """:meth:`record` for an entry already rendered as its Mem0 text and metadata (a worker process renders it,
+        the process that owns the store writes it)."""
+        if self.registry is None:
+            raise ValueError("this AuditLog was opened read-only (no registry)")
+        audit_id = metadata.get("audit_id")
         if self.background:
             # the query vector travels with the entry, so the writer never runs the model
-            item = {"deal_id": entry.deal_id, "text": text, "metadata": metadata}
+            item = {"deal_id": deal_id, "text": text, "metadata": metadata}
             if vector is not None:
                 item["vector"] = [round(float(x), 7) for x in vector]
             self._journal(item, durable=False)
@@ -136,10 +144,10 @@ class AuditLog:
             return None
         self.flush_journal()
         try:
-            self.registry.add_audit(entry.deal_id, text, metadata, vector=vector)
+            self.registry.add_audit(deal_id, text, metadata, vector=vector)
             return None
         except BackendError as exc:
-            self._journal({"deal_id": entry.deal_id, "text": text, "metadata": metadata})
+            self._journal({"deal_id": deal_id, "text": text, "metadata": metadata})
             return f"audit_journaled: Mem0 did not take audit entry {audit_id} ({exc}); kept in {self.journal_path} for a later write"
 
     def flush_journal(self) -> int:

@@ -234,8 +234,9 @@ class SegmentAwareRetriever:
             results = many(list(requests))
         return [self._map_points(view, res) for res in results]
 
-    def _map_points(self, view: DealView, points: Sequence[tuple[uuid.UUID, float]]) -> list[tuple[str, int, float]]:
-        raw = [(pid.int, score) for pid, score in points]  # int keys: C-level hash and eq
+    def _map_points(self, view: DealView, points: Sequence[tuple[uuid.UUID | int, float]]) -> list[tuple[str, int, float]]:
+        # int keys: C-level hash and eq (a worker process receives the ints themselves: they pickle cheaper than UUIDs)
+        raw = [(pid if isinstance(pid, int) else pid.int, score) for pid, score in points]
         table = view.memo(("point_ids",), lambda: _point_table(view, self.store.config.retrieval))
         unknown = [pid for pid, _ in raw if pid not in table]
         if unknown:

@@ -148,7 +148,8 @@ class _RemoteAudit(AuditLog):
     def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:
         if self.dry:
             return None
-        return self._link.call("audit_record", entry, audit_id, snapshot_sha256, vector)
+        text, metadata = self._memory(entry, audit_id, snapshot_sha256)  # rendered here: the parent only writes it
+        return self._link.call("audit_memory", entry.deal_id, text, metadata, vector)
 
 
 def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
@@ -189,6 +190,11 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
 
 
 # ------------------------------------------------------------------------------ parent side
+
+
+def _as_ints(points: Sequence[tuple[Any, float]]) -> list[tuple[int, float]]:
+    """(point id as the UUID's integer, score): a UUID pickles as an object with state, an int as a few bytes."""
+    return [(pid.int, score) for pid, score in points]
 
 
 class _Worker:
@@ -356,20 +362,21 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
 
     def _serve(self, name: str, args: tuple[Any, ...]) -> Any:
         store = self.store
-        if name == "search_points":  # the hot path: ids and scores, mapped to chunk windows in the worker
-            return store.chunks.search_points(*args)
+        if name == "search_points":  # the hot path: ids (as the UUIDs' integers) and scores, mapped to chunk windows in the worker
+            return _as_ints(store.chunks.search_points(*args))
         if name == "search_points_many":  # one round trip for the zone searches of the coverage self-check
             many = getattr(store.chunks, "search_points_many", None)
-            return many(*args) if many is not None else [store.chunks.search_points(*req) for req in args[0]]
+            results = many(*args) if many is not None else [store.chunks.search_points(*req) for req in args[0]]
+            return [_as_ints(r) for r in results]
         if name == "embed":
             return store.embedder.embed(*args)
         if name == "deal_records":
             return store.registry.deal_records(*args)
         if name == "all_patterns":
             return store.registry.all_patterns()
-        if name == "audit_record":
-            entry, audit_id, digest, vector = args
-            return self.audit.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=vector)
+        if name == "audit_memory":
+            deal_id, text, metadata, vector = args
+            return self.audit.record_memory(deal_id, text, metadata, vector=vector)
         if name == "payloads":
             return store.chunks.payloads(*args)
         if name == "deal_payloads":
