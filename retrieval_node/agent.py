@@ -315,9 +315,10 @@ class RetrievalAgent:
 
     def _score(self, cands: Sequence[Candidate], result: RetrievalResult, intent: RetrievalIntent, patterns: list[tuple[str, str, str]], origin: str) -> list[Scored]:
         weights = self.config.weights[intent.risk_profile]
-        domains = self._domains(intent)
+        domains = tuple(self._domains(intent))  # tuples: the ranker's cache keys take them as they are
         ranker = self._ranker(intent)
         entities = frozenset(e for e, _, _ in patterns)
+        patterns = tuple(patterns)  # type: ignore[assignment]
         out = []
         for c in cands:
             terms = ranker.score(

@@ -567,6 +567,7 @@ class RiskAwareRanker:
         self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
         self._span_cache: dict[tuple[str, tuple[str, ...], int], tuple[int, int] | None] = {}
         self._mention_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._static_cache: dict[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = {}
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
         key = (content_hash, tuple(domains))
@@ -615,18 +616,27 @@ class RiskAwareRanker:
     ) -> ScoreTerms:
         """All terms for one chunk. ``patterns`` are ``(entity_id, topic, memory_id)`` of the global layer;
         ``pattern_entities``, their entity ids, may be passed by a caller scoring many chunks against the same patterns."""
-        sig = self.risk(content_hash, content, domains)
+        # the risk signal and the pattern term depend on the chunk, the domains and the patterns only, not on the
+        # query: kept per (content, entities, domains, patterns) for the next call that scores the chunk
+        key = (content_hash, tuple(entity_ids), tuple(domains), tuple(patterns))
+        static = self._static_cache.get(key)
+        if static is None:
+            sig = self.risk(content_hash, content, domains)
+            hits: list[PatternHit] = []
+            if patterns:
+                entities = pattern_entities if pattern_entities is not None else frozenset(e for e, _, _ in patterns)
+                mentioned = self._mentioned(content_hash, content, entities)
+                for entity_id, topic, memory_id in patterns:
+                    if entity_id in mentioned or entity_id in entity_ids:
+                        hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
+            static = (sig, pattern_score(hits), tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)) if hits else ())
+            if len(self._static_cache) > 100_000:
+                self._static_cache.clear()
+            self._static_cache[key] = static
+        sig, pattern, pattern_names = static
         dense = dense_score(cosine)
         lexical = lexical_score(bm25, best_bm25)
         semantic = semantic_score(dense, lexical, self.lexical_weight)
-        hits: list[PatternHit] = []
-        if patterns:
-            entities = pattern_entities if pattern_entities is not None else frozenset(e for e, _, _ in patterns)
-            mentioned = self._mentioned(content_hash, content, entities)
-            for entity_id, topic, memory_id in patterns:
-                if entity_id in mentioned or entity_id in entity_ids:
-                    hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
-        pattern = pattern_score(hits)
         return ScoreTerms(
             dense=dense,
             lexical=lexical,
@@ -638,7 +648,7 @@ class RiskAwareRanker:
             risk_terms=sig.risk_terms,
             benign_terms=sig.benign_terms,
             numeric=sig.numeric,
-            patterns=tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)) if hits else (),
+            patterns=pattern_names,
         )
 
 
