@@ -378,25 +378,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
         return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in res], scope) for res in results]
 
     def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
-        import qdrant_edge as qe
-
-        _check_scope(scope)
-        if scope.chunk_ids is not None and not scope.chunk_ids:
-            return []
-        flt = self._cached_filter(scope)
-        req = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
-            filter=flt,
-            params=exact_params(),
-            with_payload=False,
-            with_vector=False,
-        )
-        try:
-            res = self._shard.query(req)
-        except Exception as exc:
-            raise BackendError(f"qdrant-edge search failed: {exc}") from exc
-        return _edge_points(res)
+        return self.search_points_many([(vector, scope, limit)])[0]
 
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[list[tuple[uuid.UUID, float]]]:
         """One ``query_batch`` for every request with a non-empty scope (the shard plans them together: three zone
@@ -538,14 +520,8 @@ class QdrantChunkIndex:
         responses = self._call("search", lambda: self._client.query_batch_points(self.collection, requests=requests))
         return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
 
-    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[str, float]]:
-        _check_scope(scope)
-        if scope.chunk_ids is not None and not scope.chunk_ids:
-            return []
-        flt = self._filter(scope)
-        res = self._call("search", lambda: self._client.query_points(self.collection, query=vector.astype(np.float32).tolist(), query_filter=flt,
-                                                                      limit=limit, with_payload=False, with_vectors=False))
-        return [(uuid.UUID(str(p.id)), float(p.score)) for p in res.points]
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
+        return self.search_points_many([(vector, scope, limit)])[0]
 
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[list[tuple[uuid.UUID, float]]]:
         """One ``query_batch_points`` request (one round trip to a server) for every request with a non-empty scope."""
