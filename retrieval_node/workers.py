@@ -11,9 +11,10 @@ Mem0, the audit journal) and runs the Python part of each call in a worker proce
 * the worker runs the same :class:`~retrieval_node.agent.RetrievalAgent` pipeline over a *remote
   store*: query embedding, vector search, the deal's registry listing and the pattern listing are
   requests back to this process, answered by the caller's thread on the real backends;
-* the worker writes the audit snapshot file itself (atomic, fsynced, same bytes), and hands the audit
-  entry back to this process's :class:`~retrieval_node.audit.AuditLog` (journal + background writer,
-  or a synchronous Mem0 write): one writer, each entry recorded once;
+* the worker writes the audit snapshot file itself (atomic, fsynced, same bytes) and renders the Mem0
+  audit entry, which comes back with the call's result; this process's :class:`~retrieval_node.audit.AuditLog`
+  writes it (journal + background writer, or a synchronous Mem0 write) before the caller gets the package,
+  while the worker already takes the next call: one writer, each entry recorded once;
 * the deal's ingest generation travels with each call, so a worker reloads a deal's registry
   listing after an ingest in this process exactly as the in-process cache does.
 
@@ -27,8 +28,8 @@ runs on the same inputs (vectors, hits and records come from the same backends).
 
 Costs: each worker is a ~0.3-0.4 GB process (imports, tokenizer, its own deal caches) and builds its own
 caches, so a deal's first call costs its cold time once per worker (``warm`` does it up front); a worker
-takes a few seconds to start; a single call is a few ms slower (requests to this process for each search
-and the audit entry); this process still does every search and Mem0 write, holding its GIL, which is
+takes a few seconds to start; a single call is a few ms slower (a request to this process for each search);
+this process still does every search and Mem0 write, holding its GIL, which is
 what bounds the gain.
 """
 
@@ -132,11 +133,13 @@ class _RemoteStore:
 
 
 class _RemoteAudit(AuditLog):
-    """Snapshots written here (the worker), Mem0 entries recorded by the parent's AuditLog."""
+    """Snapshots written here (the worker); the Mem0 entry is rendered here and travels back with the call's
+    result, and the parent's AuditLog writes it (after the snapshot, before the caller gets the package)."""
 
     def __init__(self, directory: Path, link: _Link) -> None:
         super().__init__(directory, None)
         self._link = link
+        self.memory: tuple[str, str, dict[str, Any], np.ndarray | None] | None = None  # this call's entry, for the parent
 
         self.dry = False  # warm-up calls: nothing is recorded
 
@@ -149,7 +152,8 @@ class _RemoteAudit(AuditLog):
         if self.dry:
             return None
         text, metadata = self._memory(entry, audit_id, snapshot_sha256)  # rendered here: the parent only writes it
-        return self._link.call("audit_memory", entry.deal_id, text, metadata, vector)
+        self.memory = (entry.deal_id, text, metadata, vector)
+        return None  # a note on a failed write is added by the parent
 
 
 def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
@@ -176,6 +180,7 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
             agent.invalidate_patterns()
             patterns_epoch = epoch
         agent.audit.dry = dry
+        agent.audit.memory = None
         try:
             out = agent._run(intent, trust)
             if dry:
@@ -186,7 +191,7 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
             except Exception:  # an exception that does not pickle
                 conn.send(("err", BackendError(f"retrieval worker: {exc!r}")))
             continue
-        conn.send(("ok", out))
+        conn.send(("ok", out, agent.audit.memory))
 
 
 # ------------------------------------------------------------------------------ parent side
@@ -254,6 +259,7 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
         self._cond = threading.Condition()
         self._closed = False
         self._patterns_epoch = 0
+        self._recording = 0  # audit entries being written for calls whose worker is already free
         self._workers = [_Worker(self._ctx, store.home, self.config) for _ in range(n)]
         self._idle: list[_Worker] = []
         try:
@@ -334,14 +340,42 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
 
     def _run(self, intent: Any, trust: TrustContext) -> Any:
         w = self._take(intent.deal_id)
+        recording = False
         try:
             try:
-                return self._converse(w, intent, trust)
+                out, memory = self._converse(w, intent, trust)
             except (EOFError, OSError) as exc:  # the worker died mid-call: nothing was recorded for it
                 w = self._replace(w)
                 raise BackendError(f"retrieval worker died during the call ({exc!r}); it was restarted") from exc
+            with self._cond:
+                self._recording += 1  # the pool does not stop before this entry is written
+            recording = True
         finally:
-            self._give(w)
+            self._give(w)  # the worker takes the next call while this process writes the audit entry
+        try:
+            return self._record(out, memory)
+        finally:
+            if recording:
+                with self._cond:
+                    self._recording -= 1
+                    self._cond.notify_all()
+
+    def _record(self, out: Any, memory: tuple[str, str, dict[str, Any], np.ndarray | None] | None) -> Any:
+        """Write the call's Mem0 audit entry (its snapshot is already on disk); the write's time is added to the
+        call's ``audit_ms`` and ``total_ms``, a failed write's note (the entry is journaled) to its fallbacks."""
+        if memory is None:
+            return out
+        package, summary, metrics = out
+        t = time.perf_counter()
+        deal_id, text, metadata, vector = memory
+        note = self.audit.record_memory(deal_id, text, metadata, vector=vector)
+        ms = (time.perf_counter() - t) * 1000
+        latency = dict(summary.latency_ms)
+        latency["audit_ms"] = round(latency.get("audit_ms", 0.0) + ms, 3)
+        latency["total_ms"] = round(latency.get("total_ms", 0.0) + ms, 3)
+        summary = summary.model_copy(update={"latency_ms": latency, "fallbacks": [*summary.fallbacks, note] if note else summary.fallbacks})
+        metrics = metrics.model_copy(update={"total_latency_ms": metrics.total_latency_ms + ms})
+        return package, summary, metrics
 
     def _converse(self, w: _Worker, intent: Any, trust: TrustContext, *, dry: bool = False) -> Any:
         """One call on worker ``w``: send the job, answer its requests, return its result."""
@@ -356,7 +390,7 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
                     reply = ("raise", exc)
                 w.conn.send(reply)
             elif msg[0] == "ok":
-                return msg[1]
+                return msg[1], msg[2]
             else:
                 raise msg[1]
 
@@ -374,9 +408,6 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
             return store.registry.deal_records(*args)
         if name == "all_patterns":
             return store.registry.all_patterns()
-        if name == "audit_memory":
-            deal_id, text, metadata, vector = args
-            return self.audit.record_memory(deal_id, text, metadata, vector=vector)
         if name == "payloads":
             return store.chunks.payloads(*args)
         if name == "deal_payloads":
@@ -392,7 +423,7 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
             self._cond.notify_all()
         deadline = time.monotonic() + 60
         with self._cond:  # calls in flight finish (their audit entries are recorded) before workers stop
-            while len(self._idle) < len(self._workers) and time.monotonic() < deadline:
+            while (len(self._idle) < len(self._workers) or self._recording) and time.monotonic() < deadline:
                 self._cond.wait(0.1)
         for w in self._workers:
             w.stop()

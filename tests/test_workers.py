@@ -71,6 +71,25 @@ def test_concurrent_calls_write_every_audit_entry_once(pool, pool_store):
     assert len({s.audit_id for _, s in results}) == len(intents)
 
 
+def test_an_audit_entry_mem0_refuses_is_journaled_and_said(pool, pool_store, monkeypatch):
+    """FAULT INJECTION (Mem0 down for the audit write only): the call still returns its package, says the entry
+    was journaled, and the entry reaches Mem0 with the next write; the worker was free meanwhile."""
+    store = pool_store[0]
+
+    def down(*args, **kwargs):
+        raise BackendError("injected: Mem0 unavailable")
+
+    with monkeypatch.context() as m:
+        m.setattr(store.registry, "add_audit", down)
+        pkg, summary = pool.retrieve_sync(pool.intent_for("investigator", deal_id=DEAL))
+    assert pkg.ordered_chunks and any(f.startswith("audit_journaled") for f in summary.fallbacks)
+    assert summary.latency_ms["audit_ms"] > 0 and pool.audit.pending() == 1
+    assert pool.audit.read_snapshot(summary.audit_id)["package"]["package_hash"] == pkg.package_hash
+    _, later = pool.retrieve_sync(pool.intent_for("tax", deal_id=DEAL))  # flushes the journal first
+    assert pool.audit.pending() == 0 and not any(f.startswith("audit") for f in later.fallbacks)
+    assert len(store.registry.audit_entries(DEAL, audit_id=summary.audit_id)) == 1
+
+
 def test_errors_come_back_as_raised(pool):
     with pytest.raises(IntentError):
         pool.retrieve_sync(pool.intent_for("investigator", deal_id="2026-NOPE-0000"))
