@@ -238,7 +238,7 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
 
     The store stays open in this process only; ``workers`` defaults to the number of CPUs plus one (a worker
     waiting for this process to search leaves its core to another: on two cores, ten callers on 3 workers got
-    1.65-1.71x the pool's sequential throughput at 10k and 100k chunks). Calls beyond
+    1.63-1.71x the pool's sequential throughput at 10k and 100k chunks). Calls beyond
     the number of workers wait for a free one (and for ``max_concurrent_retrievals`` as before).
     Workers keep their own caches (deal registry listings, BM25 indexes, ranker memo); a call goes to an
     idle worker that already served its deal when there is one.
