@@ -143,6 +143,16 @@ def _edge_points(res: Sequence[Any]) -> list[tuple[uuid.UUID, float]]:
     return out
 
 
+def _searchable(requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[tuple[int, np.ndarray, SearchScope, int]]:
+    """(position, vector, scope, limit) of the requests to send: every scope checked, an empty id list answered by nothing."""
+    out = []
+    for i, (vector, scope, limit) in enumerate(requests):
+        _check_scope(scope)
+        if scope.chunk_ids is None or scope.chunk_ids:
+            out.append((i, vector, scope, limit))
+    return out
+
+
 def _check_scope(scope: SearchScope) -> None:
     if not scope.deal_id:
         raise ValueError("a vector search must be scoped to one deal_id")
@@ -386,13 +396,9 @@ class EdgeChunkIndex(EdgeShardLifecycle):
         import qdrant_edge as qe
 
         out: list[list[tuple[uuid.UUID, float]]] = [[] for _ in requests]
-        todo = []
-        for i, (vector, scope, limit) in enumerate(requests):
-            _check_scope(scope)
-            if scope.chunk_ids is not None and not scope.chunk_ids:
-                continue
-            todo.append((i, qe.QueryRequest(limit=limit, query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
-                                            filter=self._cached_filter(scope), params=exact_params(), with_payload=False, with_vector=False)))
+        todo = [(i, qe.QueryRequest(limit=limit, query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
+                                    filter=self._cached_filter(scope), params=exact_params(), with_payload=False, with_vector=False))
+                for i, vector, scope, limit in _searchable(requests)]
         if not todo:
             return out
         try:
@@ -528,13 +534,8 @@ class QdrantChunkIndex:
         from qdrant_client import models as qm
 
         out: list[list[tuple[uuid.UUID, float]]] = [[] for _ in requests]
-        todo = []
-        for i, (vector, scope, limit) in enumerate(requests):
-            _check_scope(scope)
-            if scope.chunk_ids is not None and not scope.chunk_ids:
-                continue
-            todo.append((i, qm.QueryRequest(query=vector.astype(np.float32).tolist(), filter=self._filter(scope), limit=limit,
-                                            with_payload=False, with_vector=False)))
+        todo = [(i, qm.QueryRequest(query=vector.astype(np.float32).tolist(), filter=self._filter(scope), limit=limit, with_payload=False, with_vector=False))
+                for i, vector, scope, limit in _searchable(requests)]
         if not todo:
             return out
         responses = self._call("search", lambda: self._client.query_batch_points(self.collection, requests=[req for _, req in todo]))
