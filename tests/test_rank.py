@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval_node.config import RiskLexicon, load_config
-from retrieval_node.rank import best_risk_span, risk_signal
+from retrieval_node.risk import best_risk_span, risk_signal
 
 LEX = RiskLexicon.model_validate({
     "domains": {"condo": {"terms": [
