@@ -88,7 +88,7 @@ def main() -> int:
             for pf in pattern_files:
                 patterns, bad = read_patterns(pf)
                 add_patterns(store, patterns)
-            result = fingerprints(store, _deal_ids(files))
+            result = json.loads(json.dumps(fingerprints(store, _deal_ids(files))))  # as stored: tuples become lists
     print(f"{len(result)} deal x agent x stage runs ({sum(1 for v in result.values() if 'error' in v)} refused by contract or stage)")
     if a.out:
         a.out.write_text(json.dumps(result, indent=1, sort_keys=True))

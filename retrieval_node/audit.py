@@ -23,9 +23,16 @@ from typing import Any
 import numpy as np
 import orjson
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
 from .backends.mem0_registry import Mem0Registry
+from .cache import BoundedCache
+from .contracts import ContractPlan
 from .errors import BackendError, IntegrityError
-from .models import RetrievalAuditEntry, sha256_hex
+from .models import ChunkReference, ContextPackage, RetrievalAuditEntry, RetrievalIntent, RetrievalSummary, TrustContext, sha256_hex
+from .ports import AuditSink
+from .values import CoverageReport, Scored, Selection
 
 
 #: Sorted keys, str keys for others, datetimes through ``default=str`` as the stdlib encoder did.
@@ -281,4 +288,107 @@ class AuditLog:
         return text, metadata
 
 
-__all__ = ["AuditLog", "new_audit_id"]
+class SnapshotRows:
+    """The snapshot's ``candidates`` and ``rejected`` lists as pre-serialised JSON (orjson fragments).
+
+    A row is a pure function of its key (chunk id and fields, origin, every score term), so its canonical
+    bytes are kept and reused: building hundreds of dicts per call and serialising them held the GIL
+    for about a quarter of a call. The snapshot's bytes are the same as serialising the dicts.
+    """
+
+    LIMIT = 50_000  # ~350 bytes a row: ~17 MB at most
+
+    def __init__(self) -> None:
+        self._rows: BoundedCache[tuple[object, ...], bytes] = BoundedCache(self.LIMIT)
+
+    def candidates(self, items: Sequence[tuple[str, Scored]]) -> orjson.Fragment:
+        out = []
+        for cid, s in items:
+            c = s.chunk
+            key = ("c", cid, c.section_type, c.page_range, c.document_id, s.origin, s.terms.key())
+            body = self._rows.get(key)
+            if body is None:
+                body = self._rows.put(key, canonical_json({"chunk_id": cid, "section_type": c.section_type, "page_range": c.page_range,
+                                                           "document_id": c.document_id, "origin": s.origin, "terms": s.terms.as_dict()}))
+            out.append(body)
+        return orjson.Fragment(b"[" + b",".join(out) + b"]")
+
+    def rejected(self, items: Sequence[tuple[str, str]]) -> orjson.Fragment:
+        out = []
+        for cid, why in items:
+            key = ("r", cid, why)
+            body = self._rows.get(key)
+            if body is None:
+                body = self._rows.put(key, canonical_json({"chunk_id": cid, "reason": why}))
+            out.append(body)
+        return orjson.Fragment(b"[" + b",".join(out) + b"]")
+
+
+def record_retrieval(
+    sink: AuditSink,
+    rows: SnapshotRows,
+    *,
+    intent: RetrievalIntent,
+    plan: ContractPlan,
+    trust: TrustContext,
+    package: ContextPackage,
+    refs: Sequence[ChunkReference],
+    sel: Selection,
+    scored: dict[str, Scored],
+    report: CoverageReport,
+    visible_text: str,
+    risk_distribution: dict[str, int],
+    confidence: float,
+    needs_human: bool,
+    fallbacks: Sequence[str],
+    timings: dict[str, float],
+    vector: np.ndarray | None,
+) -> tuple[RetrievalSummary, str | None]:
+    """The audit stage: the summary, the snapshot of exactly what the model saw (written first), then the audit
+    entry pointing at it. Returns the summary as recorded in the snapshot and the sink's fallback note (or None)."""
+    audit_id = new_audit_id()
+    selected_ids = [r.chunk_id for r in refs if not r.redacted]
+    entry = RetrievalAuditEntry(
+        timestamp=datetime.now(UTC), deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
+        query_text=intent.query_text, target_sections=plan.sections, risk_profile=intent.risk_profile.value,
+        max_tokens=intent.max_tokens_budget, candidates_found=len(scored), candidates_filtered=len(scored) - len(refs),
+        final_chunks=len(refs), context_package_hash=package.package_hash,
+        exclusions=sorted(f"{cid}: {why}" for cid, why in sel.excluded.items()),
+        risk_flags=sorted(k for cid in selected_ids for k in sel.chosen[cid].terms.risk_kinds),
+        confidence_score=min(1.0, confidence), coverage_completeness=report.score, human_review_required=needs_human,
+    )
+    summary = RetrievalSummary(
+        audit_id=audit_id,
+        chunks_inspected=len(scored),
+        chunks_selected=len(refs),
+        tokens_selected=package.total_tokens,
+        risk_distribution=risk_distribution,
+        structural_coverage_score=report.score,
+        missing_zones=report.missing,
+        needs_human_input=needs_human,
+        fallbacks=list(fallbacks),
+        latency_ms={k: round(v, 3) for k, v in timings.items()},
+    )
+    snapshot = {
+        "audit_id": audit_id,
+        "intent": intent.model_dump(mode="json"),
+        "contract": plan.model_dump(mode="json"),
+        "trust": trust.model_dump(mode="json"),
+        "package": package.model_dump(mode="json"),
+        "summary": summary.model_dump(mode="json"),
+        "selected": [{"chunk_id": cid, "reason": sel.reasons.get(cid, ""), "origin": sel.chosen[cid].origin, "terms": sel.chosen[cid].terms.as_dict(),
+                      "excerpt": list(sel.chosen[cid].span) if sel.chosen[cid].span is not None else None} for cid in selected_ids],
+        "rejected": rows.rejected(sorted(sel.excluded.items())),
+        "candidates": rows.candidates(sorted(scored.items())),
+        "coverage": {"required": report.required, "covered": report.covered, "partial": {k: list(v) for k, v in report.partial.items()},
+                     "absent": report.absent, "unfit": report.unfit},
+        "visible_text_sha256": sha256_hex(visible_text),
+        "citations": {f"E{i}": r.chunk_id for i, r in enumerate(refs, start=1)},
+        "audit_entry": entry.model_dump(mode="json"),
+    }
+    digest = sink.write_snapshot(audit_id, snapshot)
+    note = sink.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=vector)
+    return summary, note
+
+
+__all__ = ["AuditLog", "SnapshotRows", "new_audit_id", "record_retrieval"]

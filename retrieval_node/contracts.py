@@ -113,6 +113,17 @@ class ContractPlan(BaseModel):
     vector_search: bool
     queries: list[ContractQuery]
 
+    def search_queries(self) -> list[ContractQuery]:
+        """The first retrieval's queries: the structural filter, with the semantic (if allowed) and lexical searches."""
+        return [q for q in self.queries if q.type in ("structural_filter", "semantic_search", "lexical_search")]
+
+    def query(self, type: QueryType) -> ContractQuery:
+        """The plan's first query of ``type``; a plan without one refuses to run it."""
+        for q in self.queries:
+            if q.type == type:
+                return q
+        raise ContractViolation(f"the contract plan of agent {self.agent!r} has no {type} query")
+
     def allows(self, section_type: str, document_role: str) -> bool:
         """The re-check every candidate passes before it can enter a package."""
         if section_type in self.forbidden_sections or document_role in self.forbidden_roles:
@@ -156,8 +167,11 @@ def compile_plan(intent: RetrievalIntent, agent_name: str, contracts: ContractSe
     if rule.vector_search:
         queries.append(ContractQuery(type="semantic_search", source="vector", deal_id=intent.deal_id, section_types=sections, document_roles=effective_roles))
     queries.append(ContractQuery(type="lexical_search", source="structured", deal_id=intent.deal_id, section_types=sections, document_roles=effective_roles))
+    # a required zone is looked up in every section and role the contract allows (the intent's own narrowing is a
+    # preference for the search, not a wall: a zone's chunk may sit in a document of another role)
+    zone_roles = sorted(allowed_roles) if allowed_roles is not None else None
     for zone in intent.required_structural_zones or []:
-        queries.append(ContractQuery(type="zone_lookup", source="metadata", deal_id=intent.deal_id, section_types=sorted(allowed), document_roles=effective_roles, zone=zone))
+        queries.append(ContractQuery(type="zone_lookup", source="metadata", deal_id=intent.deal_id, section_types=sorted(allowed), document_roles=zone_roles, zone=zone))
     queries.append(ContractQuery(type="broadened_search", source="vector" if rule.vector_search else "structured", deal_id=intent.deal_id, section_types=sorted(allowed), document_roles=effective_roles))
     return ContractPlan(
         agent=agent_name, stage=intent.stage, deal_id=intent.deal_id, sections=sections, roles=effective_roles,

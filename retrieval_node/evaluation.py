@@ -164,7 +164,7 @@ class Evaluator:
         intent = base.intent_for(agent_name, deal_id=deal.deal_id, budget=budget)
         budget = intent.max_tokens_budget
         gold = deal.gold_risks(agent_name)
-        view, _ = base.retriever.deal_view(deal.deal_id)
+        view, _ = base.pipeline.deals.view(deal.deal_id)
         present_zones = {z for c in view.chunks.values() for z in c.zones}
         if method.startswith("node"):
             pkg, summary = self.agent(method).retrieve_sync(intent)
@@ -206,7 +206,7 @@ class Evaluator:
             needs = None
         got = set(ids)
         missed = [label for label in gold if deal.chunk_id(label) not in got]
-        plan = base._plan(intent)  # noqa: SLF001 - the contract the node applies to this intent
+        plan = base.pipeline.plan(intent)  # the contract the node applies to this intent
         out = [label for label in gold if not plan.allows((c := view.chunks[deal.chunk_id(label)]).section_type, c.document_role)]
         in_scope = [label for label in gold if label not in out]
         return Row(

@@ -420,6 +420,8 @@ def add_patterns(store: Store, patterns: list[PatternMemory]) -> tuple[int, int]
             unchanged += 1
         else:
             added += 1
+    if added:
+        store.bump_patterns()  # pipelines of this store reload their pattern rows on their next call
     return added, unchanged
 
 

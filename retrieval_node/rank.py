@@ -15,11 +15,19 @@ selection can be explained.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .config import RiskLexicon, RiskWeights
+from .cache import BoundedCache
+from .config import AgentProfile, NodeConfig, RiskLexicon, RiskWeights
+from .deals import DealView
+from .errors import IntentError
+from .models import RetrievalIntent
 from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, normalise_ocr, risk_signal, term_pattern
+from .values import Candidate, ChunkView, Scored, ScoreTerms
+
+#: Weight of BM25 inside the semantic term (the rest is the dense cosine).
+LEXICAL_WEIGHT = 0.3
 
 # --------------------------------------------------------------------------- semantic
 
@@ -84,43 +92,6 @@ def pattern_relevance(topic: str, chunk_kinds: Iterable[str]) -> float:
 
 
 @dataclass(slots=True)
-class ScoreTerms:
-    """Every term of one chunk's score, kept for explanation and audit."""
-
-    dense: float = 0.0
-    lexical: float = 0.0
-    semantic: float = 0.0
-    risk: float = 0.0
-    pattern: float = 0.0
-    combined: float = 0.0
-    risk_kinds: tuple[str, ...] = ()
-    risk_terms: tuple[str, ...] = ()
-    benign_terms: tuple[str, ...] = ()
-    numeric: tuple[str, ...] = ()
-    patterns: tuple[str, ...] = ()
-
-    def key(self) -> tuple[object, ...]:
-        """Every field, hashable (what :meth:`as_dict` is a function of)."""
-        return (self.dense, self.lexical, self.semantic, self.risk, self.pattern, self.combined,
-                self.risk_kinds, self.risk_terms, self.benign_terms, self.numeric, self.patterns)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "dense": round(self.dense, 6),
-            "lexical": round(self.lexical, 6),
-            "semantic": round(self.semantic, 6),
-            "risk": round(self.risk, 6),
-            "pattern": round(self.pattern, 6),
-            "combined": round(self.combined, 6),
-            "risk_kinds": list(self.risk_kinds),
-            "risk_terms": list(self.risk_terms),
-            "benign_terms": list(self.benign_terms),
-            "numeric": list(self.numeric),
-            "patterns": list(self.patterns),
-        }
-
-
-@dataclass(slots=True)
 class RankedChunk:
     chunk_id: str
     terms: ScoreTerms = field(default_factory=ScoreTerms)
@@ -137,29 +108,25 @@ class RiskAwareRanker:
         self.lexicon = lexicon
         self.lexical_weight = lexical_weight
         self.shortfall_ratio = shortfall_ratio
-        self._risk_cache: dict[tuple[str, tuple[str, ...]], RiskSignal] = {}
-        self._span_cache: dict[tuple[str, tuple[str, ...], int], tuple[int, int] | None] = {}
-        self._mention_cache: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-        self._static_cache: dict[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = {}
+        self._risk_cache: BoundedCache[tuple[str, tuple[str, ...]], RiskSignal] = BoundedCache(200_000)
+        self._span_cache: BoundedCache[tuple[str, tuple[str, ...], int], tuple[tuple[int, int] | None]] = BoundedCache(50_000)
+        self._mention_cache: BoundedCache[str, tuple[frozenset[str], frozenset[str]]] = BoundedCache(200_000)
+        self._static_cache: BoundedCache[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = BoundedCache(100_000)
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
         key = (content_hash, tuple(domains))
         sig = self._risk_cache.get(key)
         if sig is None:
-            sig = risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
-            if len(self._risk_cache) > 200_000:
-                self._risk_cache.clear()
-            self._risk_cache[key] = sig
+            sig = self._risk_cache.put(key, risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio))
         return sig
 
     def excerpt_span(self, content_hash: str, content: str, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS) -> tuple[int, int] | None:
         """:func:`best_risk_span` of a chunk, cached by content hash, domains and ``max_chars``."""
         key = (content_hash, tuple(domains), max_chars)
-        if key not in self._span_cache:
-            if len(self._span_cache) > 50_000:
-                self._span_cache.clear()
-            self._span_cache[key] = best_risk_span(content, self.lexicon, domains, max_chars=max_chars, shortfall_ratio=self.shortfall_ratio)
-        return self._span_cache[key]
+        hit = self._span_cache.get(key)
+        if hit is None:  # the span (or None) is kept in a 1-tuple, so "no span" is cached too
+            hit = self._span_cache.put(key, (best_risk_span(content, self.lexicon, domains, max_chars=max_chars, shortfall_ratio=self.shortfall_ratio),))
+        return hit[0]
 
     def _mentioned(self, content_hash: str, content: str, entities: frozenset[str]) -> frozenset[str]:
         """The pattern entities whose name the chunk's text mentions, cached by content and the set of entities asked about."""
@@ -168,9 +135,7 @@ class RiskAwareRanker:
             return cached[1]
         low = normalise_ocr(content)
         found = frozenset(e for e in entities if entity_mentioned(e, low))
-        if len(self._mention_cache) > 200_000:
-            self._mention_cache.clear()
-        self._mention_cache[content_hash] = (entities, found)
+        self._mention_cache.put(content_hash, (entities, found))
         return found
 
     def score(
@@ -202,10 +167,7 @@ class RiskAwareRanker:
                 for entity_id, topic, memory_id in patterns:
                     if entity_id in mentioned or entity_id in entity_ids:
                         hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
-            static = (sig, pattern_score(hits), tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)) if hits else ())
-            if len(self._static_cache) > 100_000:
-                self._static_cache.clear()
-            self._static_cache[key] = static
+            static = self._static_cache.put(key, (sig, pattern_score(hits), tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)) if hits else ()))
         sig, pattern, pattern_names = static
         dense = dense_score(cosine)
         lexical = lexical_score(bm25, best_bm25)
@@ -225,9 +187,98 @@ class RiskAwareRanker:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class RankSettings:
+    """How one intent is ranked and packed: its profile's ranker (lexicon of its risk kinds), α/β/γ, risk domains,
+    risk kinds, risk share of the budget and excerpt length. Resolved once per call by :meth:`Rankers.settings`."""
+
+    ranker: RiskAwareRanker
+    weights: RiskWeights
+    domains: tuple[str, ...]
+    kinds: tuple[str, ...] | None
+    risk_share: float
+    excerpt_chars: int
+
+    def keep(self, view: DealView) -> Callable[[ChunkView], bool]:
+        """Whether a chunk of ``view`` carries a material risk: such a chunk is a candidate whatever its
+        similarity. The answer depends on the chunk and the domains only, so it is kept on the deal view."""
+        flags = view.risk_flags(self.domains, self.kinds)
+        ranker, domains = self.ranker, self.domains
+
+        def keep(chunk: ChunkView) -> bool:
+            hit = flags.get(chunk.chunk_id)
+            if hit is None:
+                hit = flags[chunk.chunk_id] = ranker.risk(chunk.content_hash, chunk.content, domains).material
+            return hit
+
+        return keep
+
+    def excerpt_for(self, chunk: ChunkView) -> tuple[int, int] | None:
+        """The verbatim passage carrying ``chunk``'s strongest risk (what is quoted when it does not fit whole)."""
+        return self.ranker.excerpt_span(chunk.content_hash, chunk.content, self.domains, max_chars=self.excerpt_chars)
+
+
+class Rankers:
+    """The rankers of one configuration: one over the whole lexicon, one per set of ``risk_kinds`` a profile acts on."""
+
+    def __init__(self, config: NodeConfig) -> None:
+        if config.risk_signals is None:
+            raise IntentError("configs/risk_signals.yaml is missing: the ranker needs risk lexicons")
+        self.config = config
+        self.default = RiskAwareRanker(config.risk_signals, lexical_weight=LEXICAL_WEIGHT)
+        self._by_kinds: dict[tuple[str, ...], RiskAwareRanker] = {}
+        for profile in config.agents.values():
+            if profile.risk_kinds is not None:
+                key = tuple(profile.risk_kinds)
+                if key not in self._by_kinds:
+                    self._by_kinds[key] = RiskAwareRanker(config.risk_signals.only_kinds(key), lexical_weight=LEXICAL_WEIGHT)
+
+    def settings(self, intent: RetrievalIntent, profile: AgentProfile | None) -> RankSettings:
+        """The settings of ``intent``, built from its agent ``profile`` (None: the whole lexicon, every domain)."""
+        assert self.config.risk_signals is not None
+        kinds = None if profile is None or profile.risk_kinds is None else tuple(profile.risk_kinds)
+        if profile is not None and profile.risk_domains:
+            domains = tuple(profile.risk_domains)
+        else:
+            domains = tuple(sorted(self.config.risk_signals.domains))
+        return RankSettings(
+            ranker=self.default if kinds is None else self._by_kinds[kinds],
+            weights=self.config.weights[intent.risk_profile],
+            domains=domains,
+            kinds=kinds,
+            risk_share=profile.risk_budget_share if profile is not None else 1.0,
+            excerpt_chars=profile.excerpt_max_chars if profile is not None else EXCERPT_MAX_CHARS,
+        )
+
+
+def rank(candidates: Sequence[Candidate], *, best_bm25: float, settings: RankSettings,
+         patterns: Sequence[tuple[str, str, str]], origin: str) -> list[Scored]:
+    """Score ``candidates`` (``combined = α·semantic + β·risk + γ·pattern``, every term kept).
+
+    ``best_bm25`` normalises the lexical term (the deal's best BM25 for the query); ``patterns`` are
+    ``(entity_id, topic, memory_id)`` of the global layer; ``origin`` records how the candidates were found
+    (``search``, ``broadened``, ``zone:<name>``).
+    """
+    entities = frozenset(e for e, _, _ in patterns)
+    patterns = tuple(patterns)  # tuples: the ranker's cache keys take them as they are
+    ranker, weights, domains = settings.ranker, settings.weights, settings.domains
+    out = []
+    for c in candidates:
+        terms = ranker.score(
+            content_hash=c.chunk.content_hash, content=c.chunk.content, entity_ids=c.chunk.entity_ids,
+            cosine=c.cosine, bm25=c.bm25, best_bm25=best_bm25, weights=weights, domains=domains, patterns=patterns,
+            pattern_entities=entities,
+        )
+        out.append(Scored(chunk=c.chunk, terms=terms, group=c.group, origin=origin))
+    return out
+
+
 __all__ = [
+    "LEXICAL_WEIGHT",
     "PatternHit",
+    "RankSettings",
     "RankedChunk",
+    "Rankers",
     "RiskAwareRanker",
     "ScoreTerms",
     "combined_score",
@@ -236,5 +287,6 @@ __all__ = [
     "lexical_score",
     "pattern_relevance",
     "pattern_score",
+    "rank",
     "semantic_score",
 ]

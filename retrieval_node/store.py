@@ -110,6 +110,7 @@ class Store:
         self.registry = registry
         self._closers = closers or []
         self._generations: dict[str, int] = {}
+        self._patterns_generation = 0
         self._close_hooks: list[Any] = []
         self._gen_lock = threading.Lock()
 
@@ -194,9 +195,19 @@ class Store:
             return self._generations.get(deal_id, 0)
 
     def bump(self, deal_ids: set[str] | list[str]) -> None:
+        """Ingest changed these deals' chunks: cached deal views rebuild on their next call."""
         with self._gen_lock:
             for d in deal_ids:
                 self._generations[d] = self._generations.get(d, 0) + 1
+
+    def patterns_generation(self) -> int:
+        """Bumped whenever pattern memories are added in this process; the pattern rows of a pipeline key on it."""
+        with self._gen_lock:
+            return self._patterns_generation
+
+    def bump_patterns(self) -> None:
+        with self._gen_lock:
+            self._patterns_generation += 1
 
     # -- lifecycle -----------------------------------------------------------------------
     def add_close_hook(self, hook: Any) -> None:

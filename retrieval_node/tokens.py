@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
+from .cache import BoundedCache
 from .errors import ConfigError
 
 
@@ -49,8 +49,7 @@ class TiktokenCounter:
         self.encoding_name = encoding
         self._encoding = _load_encoding(encoding)
         self._parts_exact = getattr(self._encoding, "_pat_str", None) in SPLITTING_PATTERNS
-        self._parts: dict[str, int] = {}
-        self._parts_lock = threading.Lock()
+        self._parts: BoundedCache[str, int] = BoundedCache(_CACHED_PARTS)
 
     def count(self, text: str) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
@@ -91,11 +90,7 @@ class TiktokenCounter:
             return self.count(part)
         n = self._parts.get(part)
         if n is None:
-            n = self.count(part)
-            with self._parts_lock:
-                if len(self._parts) >= _CACHED_PARTS:
-                    self._parts.clear()
-                self._parts[part] = n
+            n = self._parts.put(part, self.count(part))
         return n
 
 

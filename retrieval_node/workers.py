@@ -8,15 +8,16 @@ store is a qdrant-edge shard too, so workers cannot open the store themselves.
 :class:`ProcessPoolRetrievalAgent` keeps the store in this process (the one writer: ingest, search,
 Mem0, the audit journal) and runs the Python part of each call in a worker process:
 
-* the worker runs the same :class:`~retrieval_node.agent.RetrievalAgent` pipeline over a *remote
-  store*: query embedding, vector search, the deal's registry listing and the pattern listing are
-  requests back to this process, answered by the caller's thread on the real backends;
+* the worker runs the same :class:`~retrieval_node.pipeline.Pipeline` over *remote ports*
+  (:mod:`retrieval_node.ports`): query embedding, vector search, the deal's registry listing and the
+  pattern listing are requests back to this process, answered by the caller's thread on the real backends;
 * the worker writes the audit snapshot file itself (atomic, fsynced, same bytes) and renders the Mem0
   audit entry, which comes back with the call's result; this process's :class:`~retrieval_node.audit.AuditLog`
   writes it (journal + background writer, or a synchronous Mem0 write) before the caller gets the package,
   while the worker already takes the next call: one writer, each entry recorded once;
-* the deal's ingest generation travels with each call, so a worker reloads a deal's registry
-  listing after an ingest in this process exactly as the in-process cache does.
+* the deal's ingest generation and the pattern generation travel with each call, so a worker reloads a
+  deal's registry listing after an ingest (and the patterns after ``patterns add``) in this process exactly
+  as the in-process caches do.
 
 Same intent on the same store gives the same package as :class:`RetrievalAgent`: the same code
 runs on the same inputs (vectors, hits and records come from the same backends).
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .agent import RetrievalAgent
+from .pipeline import Pipeline
 from .audit import AuditLog
 from .config import NodeConfig
 from .errors import BackendError
@@ -81,13 +83,15 @@ class _RemoteEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return self._link.call("embed", list(texts))
 
+    def window_spans(self, text: str, window_tokens: int, overlap_tokens: int) -> list[tuple[int, int]]:
+        raise BackendError("a retrieval worker does not ingest: windows are cut by the process that owns the store")
+
 
 class _RemoteChunks:
+    """The :class:`~retrieval_node.ports.ChunkSearch` port, answered by the parent process."""
+
     def __init__(self, link: _Link) -> None:
         self._link = link
-
-    def search_points(self, vector: np.ndarray, scope: Any, limit: int) -> list[tuple[Any, float]]:
-        return self._link.call("search_points", vector, scope, limit)
 
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, Any, int]]) -> list[list[tuple[Any, float]]]:
         return self._link.call("search_points_many", list(requests))
@@ -100,6 +104,8 @@ class _RemoteChunks:
 
 
 class _RemoteRegistry:
+    """The :class:`~retrieval_node.ports.ChunkRegistry` port, answered by the parent process."""
+
     def __init__(self, link: _Link) -> None:
         self._link = link
 
@@ -110,8 +116,9 @@ class _RemoteRegistry:
         return self._link.call("all_patterns")
 
 
-class _RemoteStore:
-    """What :class:`RetrievalAgent` reads from a :class:`Store`, answered by the parent process."""
+class _RemoteBackends:
+    """The :class:`~retrieval_node.ports.Backends` of a worker: the parent's store, reached through the pipe.
+    The generations are the parent's, sent with each call."""
 
     def __init__(self, link: _Link, home: Path, config: NodeConfig) -> None:
         from .tokens import TiktokenCounter
@@ -123,25 +130,25 @@ class _RemoteStore:
         self.embedder = _RemoteEmbedder(link, rc.embedding_dimension)
         self.chunks = _RemoteChunks(link)
         self.registry = _RemoteRegistry(link)
-        self._generations: dict[str, int] = {}
+        self.generations: dict[str, int] = {}
+        self.patterns_gen = 0
 
     def generation(self, deal_id: str) -> int:
-        return self._generations.get(deal_id, 0)
+        return self.generations.get(deal_id, 0)
 
-    def add_close_hook(self, hook: Any) -> None:
-        """The parent's store owns the audit writer."""
+    def patterns_generation(self) -> int:
+        return self.patterns_gen
 
 
-class _RemoteAudit(AuditLog):
-    """Snapshots written here (the worker); the Mem0 entry is rendered here and travels back with the call's
-    result, and the parent's AuditLog writes it (after the snapshot, before the caller gets the package)."""
+class _DeferredAudit(AuditLog):
+    """The :class:`~retrieval_node.ports.AuditSink` of a worker: snapshots are written here; the Mem0 entry is
+    rendered here and travels back with the call's result, and the parent's AuditLog writes it (after the
+    snapshot, before the caller gets the package). Warm-up (``dry``) calls record nothing."""
 
-    def __init__(self, directory: Path, link: _Link) -> None:
+    def __init__(self, directory: Path) -> None:
         super().__init__(directory, None)
-        self._link = link
         self.memory: tuple[str, str, dict[str, Any], np.ndarray | None] | None = None  # this call's entry, for the parent
-
-        self.dry = False  # warm-up calls: nothing is recorded
+        self.dry = False
 
     def write_snapshot(self, audit_id: str, snapshot: dict[str, Any]) -> str:
         if self.dry:
@@ -159,10 +166,9 @@ class _RemoteAudit(AuditLog):
 def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
     link = _Link(conn)
     try:
-        store = _RemoteStore(link, Path(home), config)
-        agent = RetrievalAgent(store, config=config)  # type: ignore[arg-type]
-        agent.audit = _RemoteAudit(Path(home) / "audit", link)
-        patterns_epoch = 0
+        backends = _RemoteBackends(link, Path(home), config)
+        audit = _DeferredAudit(Path(home) / "audit")
+        pipeline = Pipeline(backends, config, audit=audit)
     except BaseException as exc:  # reported to the parent, which raises it
         conn.send(("failed", repr(exc)))
         return
@@ -174,15 +180,13 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
             return
         if msg[0] == "stop":
             return
-        _, intent, trust, generation, epoch, dry = msg
-        store._generations[intent.deal_id] = generation
-        if epoch != patterns_epoch:
-            agent.invalidate_patterns()
-            patterns_epoch = epoch
-        agent.audit.dry = dry
-        agent.audit.memory = None
+        _, intent, trust, generation, patterns_generation, dry = msg
+        backends.generations[intent.deal_id] = generation
+        backends.patterns_gen = patterns_generation
+        audit.dry = dry
+        audit.memory = None
         try:
-            out = agent._run(intent, trust)
+            out = pipeline.run(intent, trust)
             if dry:
                 out = None
         except BaseException as exc:
@@ -191,7 +195,7 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
             except Exception:  # an exception that does not pickle
                 conn.send(("err", BackendError(f"retrieval worker: {exc!r}")))
             continue
-        conn.send(("ok", out, agent.audit.memory))
+        conn.send(("ok", out, audit.memory))
 
 
 # ------------------------------------------------------------------------------ parent side
@@ -380,7 +384,8 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
     def _converse(self, w: _Worker, intent: Any, trust: TrustContext, *, dry: bool = False) -> Any:
         """One call on worker ``w``: send the job, answer its requests, return its result."""
         w.deals.add(intent.deal_id)
-        w.conn.send(("run", intent, trust, self.store.generation(intent.deal_id), self._patterns_epoch, dry))
+        # the worker's pattern generation: the store's (patterns added here) plus explicit invalidations, both only grow
+        w.conn.send(("run", intent, trust, self.store.generation(intent.deal_id), self.store.patterns_generation() + self._patterns_epoch, dry))
         while True:
             msg = w.conn.recv()
             if msg[0] == "call":
@@ -396,12 +401,8 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
 
     def _serve(self, name: str, args: tuple[Any, ...]) -> Any:
         store = self.store
-        if name == "search_points":  # the hot path: ids (as the UUIDs' integers) and scores, mapped to chunk windows in the worker
-            return _as_ints(store.chunks.search_points(*args))
-        if name == "search_points_many":  # one round trip for the zone searches of the coverage self-check
-            many = getattr(store.chunks, "search_points_many", None)
-            results = many(*args) if many is not None else [store.chunks.search_points(*req) for req in args[0]]
-            return [_as_ints(r) for r in results]
+        if name == "search_points_many":  # the hot path: ids (as the UUIDs' integers) and scores, mapped to chunk windows in the worker
+            return [_as_ints(r) for r in store.chunks.search_points_many(*args)]
         if name == "embed":
             return store.embedder.embed(*args)
         if name == "deal_records":

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from retrieval_node.coverage import CoverageSelfCheck, coverage_score
 from retrieval_node.models import sha256_hex
 from retrieval_node.pack import ContextPackager, Scored, fence_for, render_block, render_evidence, to_reference
-from retrieval_node.rank import ScoreTerms
-from retrieval_node.retrieve import ChunkView
+from retrieval_node.finalize import finalize
+from retrieval_node.values import ChunkView, ScoreTerms
 from retrieval_node.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()
@@ -50,7 +50,7 @@ def test_budget_never_exceeded_and_risk_first(specs, budget):
     sel = packager.select(scored, budget=budget, overhead=overhead)
     by_zone = lambda z: [s for s in scored if z in s.chunk.zones]  # noqa: E731
     CoverageSelfCheck(packager).run(required=["front_summary", "caveats_section"], sel=sel, zone_candidates=by_zone, budget=budget, overhead=overhead)
-    refs, text, total = packager.finalize(sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
+    refs, text, total = finalize(packager, sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
     assert total == COUNTER.count(text) <= budget
     assert text == render_evidence("D", "i", "a", refs)
     # when every material chunk fits together, every strong one is in the package
@@ -88,9 +88,9 @@ def test_excerpts_stay_verbatim_and_within_budget(specs, budget, cut):
     by_zone = lambda z: [s for s in scored if z in s.chunk.zones]  # noqa: E731
     CoverageSelfCheck(packager).run(required=["front_summary"], sel=sel, zone_candidates=by_zone, budget=budget, overhead=overhead,
                                     excerpt_for=excerpt_for)
-    packager.place_risks(sel, scored, budget=budget, overhead=overhead, required=["front_summary"], excerpt_for=excerpt_for)
+    CoverageSelfCheck(packager).place_risks(sel, scored, budget=budget, overhead=overhead, required=["front_summary"], excerpt_for=excerpt_for)
     assert packager.used(sel, overhead) <= max(budget, overhead)
-    refs, text, total = packager.finalize(sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
+    refs, text, total = finalize(packager, sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
     assert total == COUNTER.count(text) <= budget
     for r in refs:
         whole = views[r.chunk_id].content
@@ -148,7 +148,7 @@ def test_required_zone_shrinks_a_risk_to_its_excerpt_before_evicting_it():
     assert sel.chosen[marginal.chunk.chunk_id].span == _half(marginal.chunk)  # the weaker risk gave up its tail
     assert sel.chosen[strong.chunk.chunk_id].span is None
     assert "shrunk to a verbatim excerpt" in sel.reasons[marginal.chunk.chunk_id]
-    refs, text, total = packager.finalize(sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
+    refs, text, total = finalize(packager, sel, budget=budget, deal_id="D", intent_id="i", agent_id="a")
     assert total <= budget and any(r.char_start is not None for r in refs)
 
 
@@ -165,14 +165,14 @@ def test_late_risk_displaces_plain_context_but_never_a_zone_or_a_stronger_risk()
     budget = overhead + cost[strong.chunk.chunk_id] + cost[summary.chunk.chunk_id] + cost[context.chunk.chunk_id] + 5
     sel = packager.select([strong, context], budget=budget, overhead=overhead)
     packager.add(sel, summary, "required zone front_summary")
-    placed = packager.place_risks(sel, [strong, summary, context, late], budget=budget, overhead=overhead, required=["front_summary"])
+    placed = CoverageSelfCheck(packager).place_risks(sel, [strong, summary, context, late], budget=budget, overhead=overhead, required=["front_summary"])
     assert placed == [late.chunk.chunk_id]
     assert set(sel.chosen) == {strong.chunk.chunk_id, summary.chunk.chunk_id, late.chunk.chunk_id}
     assert "left out for a material risk" in sel.excluded[context.chunk.chunk_id]
     assert packager.used(sel, overhead) <= budget
     # with no plain chunk to give way, nothing is forced in
     sel2 = packager.select([strong], budget=overhead + cost[strong.chunk.chunk_id] + 5, overhead=overhead)
-    assert packager.place_risks(sel2, [strong, late], budget=overhead + cost[strong.chunk.chunk_id] + 5, overhead=overhead) == []
+    assert CoverageSelfCheck(packager).place_risks(sel2, [strong, late], budget=overhead + cost[strong.chunk.chunk_id] + 5, overhead=overhead) == []
     assert set(sel2.chosen) == {strong.chunk.chunk_id}
 
 
@@ -184,9 +184,9 @@ def test_late_risks_keep_the_risk_budget_share():
     budget = overhead + max(packager.block_cost(plain.chunk), packager.block_cost(late.chunk)) + 5
     sel = packager.select([plain], budget=budget, overhead=overhead)
     # a share too small for the risk chunk: the plain chunk stays
-    assert packager.place_risks(sel, [plain, late], budget=budget, overhead=overhead, risk_share=0.1) == []
+    assert CoverageSelfCheck(packager).place_risks(sel, [plain, late], budget=budget, overhead=overhead, risk_share=0.1) == []
     assert set(sel.chosen) == {plain.chunk.chunk_id}
-    assert packager.place_risks(sel, [plain, late], budget=budget, overhead=overhead, risk_share=1.0) == [late.chunk.chunk_id]
+    assert CoverageSelfCheck(packager).place_risks(sel, [plain, late], budget=budget, overhead=overhead, risk_share=1.0) == [late.chunk.chunk_id]
 
 
 def test_quoted_text_cannot_close_its_evidence_block():

@@ -224,7 +224,7 @@ def test_qdrant_down_raises_and_fabricates_nothing(pipe_store):
     store.chunks = FailingChunkIndex()
     try:
         agent = RetrievalAgent(store, trust=FULL_TRUST)
-        agent.retriever.invalidate()
+        agent.pipeline.deals.invalidate()
         with pytest.raises(BackendError, match="Qdrant"):
             agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     finally:
@@ -279,3 +279,28 @@ def test_audit_entry_that_failed_late_is_not_written_twice(pipe_store, node_conf
     assert agent.audit.pending() == 1
     assert agent.audit.flush_journal() == 1 and agent.audit.pending() == 0
     assert len(real.audit_entries(DEAL, audit_id=summary.audit_id)) == 1  # stored once, not twice
+
+
+def test_patterns_added_in_this_process_reach_the_next_call(tmp_path, embedder, make_chunk):
+    """State and its invalidation: adding a pattern memory bumps the store's pattern generation, so the very next
+    retrieval scores the γ term with it (no waiting for the cache lifetime, which is an hour by default)."""
+    from retrieval_node.ingest import add_patterns
+    from retrieval_node.models import PatternMemory
+
+    with Store.open(tmp_path / "s", embedder=embedder) as store:
+        lien = make_chunk("REGISTRATION 252 114 567 2025/11/03 BUILDERS' LIEN. Lienholder: Bow River Drywall Ltd. Amount: $48,260.00.",
+                          deal_id=DEAL, page=2)
+        title = make_chunk("CERTIFICATE OF TITLE. Registered owner: Marguerite Olsen.", deal_id=DEAL, section="TITLE_SUMMARY", page=1)
+        Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", [lien, title])])
+        agent = RetrievalAgent(store, trust=FULL_TRUST)
+        intent = agent.intent_for("investigator", deal_id=DEAL)
+        _, first = agent.retrieve_sync(intent)
+        before = {c["chunk_id"]: c["terms"]["patterns"] for c in agent.audit.read_snapshot(first.audit_id)["candidates"]}
+        assert before[lien.chunk_id] == []
+        gen = store.patterns_generation()
+        added, _ = add_patterns(store, [PatternMemory(entity_type="contractor", entity_id="contractor:bow-river-drywall", topic="liens",
+                                                      content="Files liens on condo units when the builder pays late.")])
+        assert added == 1 and store.patterns_generation() == gen + 1
+        _, second = agent.retrieve_sync(intent)
+        after = {c["chunk_id"]: c["terms"] for c in agent.audit.read_snapshot(second.audit_id)["candidates"]}
+        assert after[lien.chunk_id]["patterns"] == ["contractor:bow-river-drywall/liens"] and after[lien.chunk_id]["pattern"] > 0

@@ -223,7 +223,7 @@ def test_one_thousand_random_intents_never_cross_deals(ten_deals):
         if rng.random() < 0.5:
             intent = RetrievalIntent.model_validate(intent.model_dump() | {"target_section_types": rng.sample(sections, rng.randint(1, 4)), "document_roles": None})
         try:
-            plan = agent._plan(intent)
+            plan = agent.pipeline.plan(intent)
         except ContractViolation:
             with pytest.raises(ContractViolation):  # the request itself is refused, nothing retrieved
                 agent.retrieve_sync(intent)

@@ -46,7 +46,7 @@ def test_search_is_scoped_to_one_deal(index):
     hits = index.search(q, SearchScope("A"), 100)
     assert len(hits) == 6 and {h.payload["deal_id"] for h in hits} == {"A"}
     assert hits == sorted(hits, key=lambda h: -h.score)
-    assert "content" not in hits[0].payload  # light payloads on the hot path
+    assert hits[0].payload["chunk_id"] == hits[0].chunk_id  # the point's stored payload (the hot path uses search_points: no payloads)
 
 
 def test_section_role_and_id_filters(index):
@@ -70,9 +70,9 @@ def test_payloads_deal_listing_and_count(index):
 
 def test_batch_search_matches_single(index):
     qs = np.eye(8, dtype=np.float32)[:3]
-    batch = index.search_batch(qs, SearchScope("A"), 4)
+    batch = index.search_points_many([(q, SearchScope("A"), 4) for q in qs])
     for q, hits in zip(qs, batch, strict=True):
-        assert [h.chunk_id for h in hits] == [h.chunk_id for h in index.search(q, SearchScope("A"), 4)]
+        assert [pid for pid, _ in hits] == [point_uuid(h.chunk_id, h.window) for h in index.search(q, SearchScope("A"), 4)]
 
 
 def test_search_points_returns_the_same_ranking_without_payloads(index):
@@ -125,15 +125,17 @@ def test_dense_hits_map_ids_to_the_deals_own_windows(tmp_path, embedder, make_ch
         mine = [make_chunk(long_text, page=1), make_chunk("Certificate of title, registered owner Dana Whitford", section="TITLE_SUMMARY", page=2)]
         other = [make_chunk("Another deal's caveat re purchaser's interest", page=1, deal_id="2026-TEST-0002")]
         Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", mine + other)])
-        retriever = RetrievalAgent(store, trust=FULL_TRUST).retriever
-        view, _ = retriever.deal_view("2026-TEST-0001")
+        pipeline = RetrievalAgent(store, trust=FULL_TRUST).pipeline
+        retriever = pipeline.retriever
+        view, _ = pipeline.deals.view("2026-TEST-0001")
         q = store.embedder.embed(["builders lien"])[0]
         scope = SearchScope("2026-TEST-0001")
         by_payload = sorted((h.chunk_id, h.window, round(h.score, 5)) for h in store.chunks.search(q, scope, 100))
         assert max(w for _, w, _ in by_payload) >= 2  # the long chunk has several windows
         assert sorted((c, w, round(s, 5)) for c, w, s in retriever.dense_hits(view, q, scope, 100)) == by_payload
         # the estimate left out: every id is resolved from its payload
-        view._memo[("point_ids",)] = {}
+        rc = store.config.retrieval
+        view.point_table(rc.window_tokens, rc.window_overlap_tokens).clear()
         assert sorted((c, w, round(s, 5)) for c, w, s in retriever.dense_hits(view, q, scope, 100)) == by_payload
         foreign = point_uuid(other[0].chunk_id, 0)
         store.chunks = _LeakyIndex(store.chunks, [foreign, uuid.UUID(int=0)])
@@ -247,14 +249,15 @@ def test_closing_after_a_large_write_compacts(tmp_path, monkeypatch):
 
 
 class _OneByOne:
-    """Not a fake: the real index without its ``search_points_many`` (callers then search one request at a time)."""
+    """Not a fake: the real index, sent each request of a batch on its own (what searching one by one gives)."""
 
     def __init__(self, real):
         self.real, self.batches = real, []
 
+    def search_points_many(self, requests):
+        return [self.real.search_points_many([r])[0] for r in requests]
+
     def __getattr__(self, name):
-        if name == "search_points_many":
-            raise AttributeError(name)
         return getattr(self.real, name)
 
 
@@ -287,8 +290,6 @@ def test_zone_searches_go_as_one_batch_and_give_the_same_packages(sample_store):
                         packages.setdefault((deal.deal_id, name, kind), set()).add(pkg.package_hash)
             if batch:
                 assert recorder.batches and max(recorder.batches) >= 2  # several zones were re-retrieved in one request
-            else:
-                assert recorder.batches == []
     finally:
         sample_store.chunks = real
     assert all(len(hashes) == 1 for hashes in packages.values()), packages

@@ -25,7 +25,6 @@ import json
 import os
 import threading
 import warnings
-from datetime import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +38,7 @@ warnings.filterwarnings("ignore", message="Payload indexes have no effect in the
 from langchain_core.embeddings import Embeddings  # noqa: E402
 
 from ..errors import BackendError  # noqa: E402
+from ..values import ChunkView, PatternRecord  # noqa: E402
 
 GLOBAL_USER = "global"
 REGISTRY_AGENT = "preprocessing_v1"
@@ -86,45 +86,8 @@ class SharedEmbeddings(Embeddings):
         return self._embedder.embed([text])[0].tolist()
 
 
-@dataclass(frozen=True, slots=True)
-class RegistryRecord:
-    """A registered chunk: its structural metadata and verbatim content, as every later stage sees it."""
-
-    memory_id: str
-    chunk_id: str
-    deal_id: str
-    document_id: str
-    document_role: str
-    section_type: str
-    page_start: int
-    page_end: int
-    content_hash: str
-    ocr_confidence: float
-    token_count: int
-    zones: tuple[str, ...]
-    entity_ids: tuple[str, ...]
-    sensitivity: str
-    document_created_at: str | None
-    ingested_at: str
-    content: str
-    #: derived once (read for every candidate of every call): "start-end", the reading-order key, the ingest instant
-    page_range: str = field(init=False, repr=False, compare=False)
-    reading_key: tuple[str, int, int, str] = field(init=False, repr=False, compare=False)
-    ingested_ts: float = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "page_range", f"{self.page_start}-{self.page_end}")
-        object.__setattr__(self, "reading_key", (self.document_id, self.page_start, self.page_end, self.chunk_id))
-        object.__setattr__(self, "ingested_ts", datetime.fromisoformat(self.ingested_at).timestamp())
-
-
-@dataclass(frozen=True, slots=True)
-class PatternRecord:
-    memory_id: str
-    entity_type: str
-    entity_id: str
-    topic: str
-    content: str
+#: A registered chunk as the registry returns it (the pipeline's :class:`~retrieval_node.values.ChunkView`).
+RegistryRecord = ChunkView
 
 
 @dataclass(slots=True)

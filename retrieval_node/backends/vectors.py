@@ -23,11 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
+from ..cache import BoundedCache
 from ..errors import BackendError
+from ..ports import ChunkIndex, SearchScope
 
 warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
 
@@ -43,7 +45,7 @@ def point_id(chunk_id: str, window: int) -> str:
 
 
 def point_uuid(chunk_id: str, window: int) -> uuid.UUID:
-    """:func:`point_id` as a UUID (what :meth:`ChunkIndex.search_points` returns)."""
+    """:func:`point_id` as a UUID (what :meth:`~retrieval_node.ports.ChunkSearch.search_points_many` returns)."""
     return uuid.uuid5(_NAMESPACE, f"{chunk_id}:{window}")
 
 
@@ -56,7 +58,7 @@ class VectorPoint:
 
 @dataclass(frozen=True, slots=True)
 class VectorHit:
-    """One scored window. ``payload`` holds the indexed fields and offsets, not content."""
+    """One scored window with the point's stored payload (window 0 carries the chunk's content)."""
 
     chunk_id: str
     window: int
@@ -64,56 +66,26 @@ class VectorHit:
     payload: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class SearchScope:
-    """The hard scope of a vector search: always one deal."""
-
-    deal_id: str
-    section_types: tuple[str, ...] | None = None
-    document_roles: tuple[str, ...] | None = None
-    chunk_ids: tuple[str, ...] | None = None
-
-
-_LIGHT_FIELDS = ["deal_id", "chunk_id", "window", "n_windows", "section_type", "document_role", "document_id", "char_start", "char_end"]
-
-
-@runtime_checkable
-class ChunkIndex(Protocol):
-    """Where chunk vectors and payloads live.
-
-    >>> index = QdrantChunkIndex.in_memory(dimension=384)   # doctest: +SKIP
-    >>> index.search(vec, SearchScope(deal_id="2026-ACME-0042"), limit=10)  # doctest: +SKIP
-    """
-
-    def upsert(self, points: Sequence[VectorPoint]) -> None: ...
-
-    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Full payloads of the points that exist, by point id."""
-        ...
-
-    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]: ...
-
-    def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
-        """Full first-window payloads of every chunk of one deal (the vector-only structural source)."""
-        ...
-
-    def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]: ...
-
-    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
-        """(point id as a UUID, score) of the best ``limit`` points in ``scope``, without payloads (reading them costs
-        more than the search: the caller maps ids back to chunk windows with :func:`point_uuid`)."""
-        ...
+class DerivedSearch:
+    """``search_points`` and ``search`` (hits with payloads), both derived from ``search_points_many``: an index
+    implements one search."""
 
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[list[tuple[uuid.UUID, float]]]:
-        """:meth:`search_points` for each ``(vector, scope, limit)``, in order, as one batch where the backend has one
-        (optional: callers loop over :meth:`search_points` when an index lacks it)."""
-        ...
+        raise NotImplementedError
 
-    def count(self) -> int: ...
+    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        raise NotImplementedError
 
-    def flush(self) -> None: ...
+    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
+        """(point id, score) of the best ``limit`` points in ``scope``, without payloads."""
+        return self.search_points_many([(vector, scope, limit)])[0]
 
-    def close(self) -> None: ...
+    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]:
+        """The best ``limit`` windows in ``scope`` with their payloads (for tools and benchmarks; the pipeline maps
+        point ids itself). Anything outside the scope is dropped."""
+        points = self.search_points(vector, scope, limit)
+        found = self.payloads([str(pid) for pid, _ in points])
+        return _hits_in_scope([(score, found[str(pid)]) for pid, score in points if str(pid) in found], scope)
 
 
 def _transient(exc: Exception) -> bool:
@@ -303,7 +275,7 @@ class EdgeShardLifecycle:
             self._shard.close()
 
 
-class EdgeChunkIndex(EdgeShardLifecycle):
+class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
     """Embedded qdrant-edge shard (the default). Writes are serialised; reads run concurrently."""
 
     VECTOR = "dense"
@@ -315,7 +287,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
         self._shard = shard
         self._path = path
         self._write_lock = threading.Lock()
-        self._filters: dict[SearchScope, Any] = {}
+        self._filters: BoundedCache[SearchScope, Any] = BoundedCache(256)
         self._indexes = dict(self.INDEXES)
         self._tenant = "deal_id"
         self._written = 0
@@ -356,40 +328,6 @@ class EdgeChunkIndex(EdgeShardLifecycle):
 
         return scope_filter(qe, scope)
 
-    def _request(self, vector: np.ndarray, flt: Any, limit: int) -> Any:
-        import qdrant_edge as qe
-
-        return qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(vector.astype(np.float32).tolist(), using=self.VECTOR),
-            filter=flt,
-            params=exact_params(),
-            with_payload=qe.PayloadSelector.Include(_LIGHT_FIELDS),
-            with_vector=False,
-        )
-
-    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]:
-        return self.search_batch(vector.reshape(1, -1), scope, limit)[0]
-
-    def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]:
-        import qdrant_edge as qe
-
-        _check_scope(scope)
-        if scope.chunk_ids is not None and not scope.chunk_ids:
-            return [[] for _ in range(len(vectors))]
-        flt = self._filter(scope)
-        try:
-            if len(vectors) == 1:
-                results = [self._shard.query(self._request(vectors[0], flt, limit))]
-            else:
-                results = self._shard.query_batch(qe.QueryBatchRequest([self._request(v, flt, limit) for v in vectors]))
-        except Exception as exc:
-            raise BackendError(f"qdrant-edge search failed: {exc}") from exc
-        return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in res], scope) for res in results]
-
-    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
-        return self.search_points_many([(vector, scope, limit)])[0]
-
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[list[tuple[uuid.UUID, float]]]:
         """One ``query_batch`` for every request with a non-empty scope (the shard plans them together: three zone
         searches took 0.9 ms batched against 1.6 ms one by one at 100k chunks)."""
@@ -415,10 +353,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
     def _cached_filter(self, scope: SearchScope) -> Any:
         flt = self._filters.get(scope)
         if flt is None:  # the same few scopes (deal x sections) come back call after call
-            flt = self._filter(scope)
-            if len(self._filters) >= 256:
-                self._filters.clear()
-            self._filters[scope] = flt
+            flt = self._filters.put(scope, self._filter(scope))
         return flt
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
@@ -442,7 +377,7 @@ class EdgeChunkIndex(EdgeShardLifecycle):
 
 
 
-class QdrantChunkIndex:
+class QdrantChunkIndex(DerivedSearch):
     """qdrant-client: a Qdrant server (URL) or local mode (``:memory:`` or a path).
 
     One collection holds every deal; keyword payload indexes make the per-deal
@@ -508,26 +443,6 @@ class QdrantChunkIndex:
         from qdrant_client import models as qm
 
         return scope_filter(qm, scope)
-
-    def search(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[VectorHit]:
-        return self.search_batch(vector.reshape(1, -1), scope, limit)[0]
-
-    def search_batch(self, vectors: np.ndarray, scope: SearchScope, limit: int) -> list[list[VectorHit]]:
-        from qdrant_client import models as qm
-
-        _check_scope(scope)
-        if scope.chunk_ids is not None and not scope.chunk_ids:
-            return [[] for _ in range(len(vectors))]
-        flt = self._filter(scope)
-        requests = [
-            qm.QueryRequest(query=v.astype(np.float32).tolist(), filter=flt, limit=limit, with_payload=qm.PayloadSelectorInclude(include=_LIGHT_FIELDS))
-            for v in vectors
-        ]
-        responses = self._call("search", lambda: self._client.query_batch_points(self.collection, requests=requests))
-        return [_hits_in_scope([(p.score, dict(p.payload or {})) for p in r.points], scope) for r in responses]
-
-    def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
-        return self.search_points_many([(vector, scope, limit)])[0]
 
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, SearchScope, int]]) -> list[list[tuple[uuid.UUID, float]]]:
         """One ``query_batch_points`` request (one round trip to a server) for every request with a non-empty scope."""

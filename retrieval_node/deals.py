@@ -1,0 +1,261 @@
+"""Per-deal state: one owner (:class:`DealCache`), its keys and its invalidation.
+
+A :class:`DealView` is everything the pipeline derives from one deal's registered chunks: the chunks
+themselves (hash-checked), the zone index, the BM25 index, the point-id table, and memos of what
+depends on the chunks and a few settings only (contract + trust eligibility, the redacted listing, the
+structural set, risk flags, the table-of-contents groups). A view is built once per ingest generation of
+its deal: :meth:`~retrieval_node.store.Store.bump` (called by ingest) makes the next call rebuild it, and
+``cache_ttl_seconds`` bounds its age. Every memo key is built here, next to the memo.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .backends.vectors import point_uuid
+from .cache import BoundedCache
+from .contracts import ContractPlan
+from .errors import BackendError
+from .models import TrustContext, sha256_hex
+from .ports import Backends
+from .values import ChunkView
+
+#: BM25 results kept per deal view (agents repeat their profile queries).
+BM25_CACHE = 64
+
+
+@dataclass(slots=True)
+class DealView:
+    """Everything the retriever knows about one deal, built once per ingest generation."""
+
+    deal_id: str
+    chunks: dict[str, ChunkView]
+    rejected: list[str]
+    source: str  # "mem0" or "vector_payloads"
+    loaded_at: float
+    generation: int
+    _bm25: Any = None
+    _bm25_ids: list[str] = field(default_factory=list)
+    _bm25_lock: threading.Lock = field(default_factory=threading.Lock)
+    _bm25_cache: BoundedCache[str, dict[str, float]] = field(default_factory=lambda: BoundedCache(BM25_CACHE))
+    _zones: dict[str, list[ChunkView]] | None = None
+    _memo: dict[Any, Any] = field(default_factory=dict)
+
+    def _memoised(self, key: Any, build: Callable[[], Any]) -> Any:
+        value = self._memo.get(key)
+        if value is None:
+            value = build()
+            self._memo[key] = value
+        return value
+
+    # -- indexes -------------------------------------------------------------------------
+    def zone_members(self, zone: str) -> list[ChunkView]:
+        """The deal's chunks tagged with ``zone``, in chunk-id order (index built once per view)."""
+        if self._zones is None:
+            index: dict[str, list[ChunkView]] = {}
+            for cid in sorted(self.chunks):
+                for z in self.chunks[cid].zones:
+                    index.setdefault(z, []).append(self.chunks[cid])
+            self._zones = index
+        return self._zones.get(zone, [])
+
+    def bm25_scores(self, query: str) -> dict[str, float]:
+        """BM25 score of every chunk of the deal for ``query`` (absent where no term matches). Do not mutate."""
+        return self._bm25_cache.get_or_build(query, lambda: self._bm25_scores(query))
+
+    def _bm25_scores(self, query: str) -> dict[str, float]:
+        import bm25s
+
+        with self._bm25_lock:
+            if self._bm25 is None:
+                self._bm25_ids = sorted(self.chunks)
+                corpus = [self.chunks[c].content for c in self._bm25_ids]
+                tokens = bm25s.tokenize(corpus, stopwords="en", show_progress=False) if corpus else None
+                model = bm25s.BM25()
+                if tokens is not None:
+                    model.index(tokens, show_progress=False)
+                self._bm25 = (model, tokens.vocab if tokens is not None else {})
+        model, vocab = self._bm25
+        q = [t for t in bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0] if t in vocab]
+        if not q or not self._bm25_ids:
+            return {}
+        scores = model.get_scores(q)
+        return {cid: float(s) for cid, s in zip(self._bm25_ids, scores, strict=True) if s > 0}
+
+    def point_table(self, window_tokens: int, overlap_tokens: int) -> dict[int, tuple[str, int]]:
+        """point id (as the UUID's integer) -> (chunk id, window) for the windows each chunk probably has.
+
+        Windows are cut in MiniLM word pieces, which the registry does not record; the estimate allows
+        1.5 word pieces per cl100k token (a window beyond it is resolved from its payload when it is hit,
+        and added to this table).
+        """
+        def build() -> dict[int, tuple[str, int]]:
+            step = max(1, window_tokens - overlap_tokens)
+            table: dict[int, tuple[str, int]] = {}
+            for cid, c in self.chunks.items():
+                n = 1 + max(0, math.ceil((1.5 * c.token_count - window_tokens) / step))
+                for w in range(n):
+                    table[point_uuid(cid, w).int] = (cid, w)
+            return table
+
+        return self._memoised(("point_ids", window_tokens, overlap_tokens), build)
+
+    # -- memos of the pipeline's stages ---------------------------------------------------
+    def structural(self, gate_key: Any, sections: frozenset[str] | None, roles: frozenset[str] | None, cutoff: float | None,
+                   build: Callable[[], list[ChunkView]]) -> list[ChunkView]:
+        """The structural set of one gate and filter (built by the retriever once per key)."""
+        return self._memoised(("structural", gate_key, sections, roles, cutoff), build)
+
+    def risk_flags(self, domains: tuple[str, ...], kinds: tuple[str, ...] | None) -> dict[str, bool]:
+        """chunk id -> whether it carries a material risk for ``domains`` / ``kinds``; filled as chunks are asked about."""
+        return self._memoised(("material", domains, kinds), dict)
+
+    def toc_groups(self) -> list[tuple[tuple[str, str], list[ChunkView]]]:
+        """The deal's chunks by (document id, role), sorted, each group in reading order (the table of contents)."""
+        def build() -> list[tuple[tuple[str, str], list[ChunkView]]]:
+            by_doc: dict[tuple[str, str], list[ChunkView]] = {}
+            for c in self.chunks.values():
+                by_doc.setdefault((c.document_id, c.document_role), []).append(c)
+            return [(key, sorted(cs, key=lambda c: c.reading_key)) for key, cs in sorted(by_doc.items())]
+
+        return self._memoised(("toc_groups",), build)
+
+    def toc_targets(self, sections: frozenset[str]) -> dict[tuple[str, str], int]:
+        """Per (document, role): how many of its chunks are of ``sections``."""
+        return self._memoised(("toc_targets", sections),
+                              lambda: {key: sum(1 for c in cs if c.section_type in sections) for key, cs in self.toc_groups()})
+
+    def gate(self, plan: ContractPlan, trust: TrustContext, as_of: datetime | None) -> Gate:
+        """What ``trust`` may see of this deal under ``plan`` (answers kept on the view per plan and trust)."""
+        key = (tuple(plan.allowed_sections), tuple(plan.forbidden_sections), plan.allowed_roles and tuple(plan.allowed_roles),
+               tuple(plan.forbidden_roles), trust.effective_level, tuple(trust.scopes))
+        return Gate(self, plan, trust, as_of, key, self._memoised(("eligible", key), dict))
+
+
+@dataclass(slots=True)
+class Gate:
+    """The hard walls of one call over one deal: the contract's re-check and the caller's trust.
+
+    Vector hits are candidates, never facts: every chunk passes :meth:`eligible` before it can be scored.
+    """
+
+    view: DealView
+    plan: ContractPlan
+    trust: TrustContext
+    as_of: datetime | None
+    key: tuple[Any, ...]
+    _allowed: dict[str, bool]
+
+    def eligible(self, chunk: ChunkView) -> bool:
+        ok = self._allowed.get(chunk.chunk_id)
+        if ok is None:
+            ok = self._allowed[chunk.chunk_id] = self.plan.allows(chunk.section_type, chunk.document_role) and self.trust.allows(chunk.deal_id, chunk.sensitivity)
+        return ok
+
+    def in_time(self, chunk: ChunkView) -> bool:
+        return self.as_of is None or chunk.ingested_ts <= self.as_of.timestamp()
+
+    def listed(self) -> tuple[list[ChunkView], int]:
+        """(chunks one level above the caller's trust, listed without content; chunks above that) of the plan's sections."""
+        plan, trust, sections, roles = self.plan, self.trust, self.plan.sections, self.plan.roles
+
+        def build() -> tuple[list[ChunkView], int]:
+            in_plan = [c for c in self.view.chunks.values() if c.section_type in sections and (roles is None or c.document_role in roles)
+                       and plan.allows(c.section_type, c.document_role) and self.in_time(c)]
+            shown = sorted((c for c in in_plan if trust.allows_redacted(c.deal_id, c.sensitivity)), key=lambda c: c.reading_key)
+            hidden = sum(1 for c in in_plan if not trust.allows(c.deal_id, c.sensitivity) and not trust.allows_redacted(c.deal_id, c.sensitivity))
+            return shown, hidden
+
+        return self.view._memoised(("listed", self.key, tuple(sections), roles and tuple(roles), self.as_of), build)
+
+    def zone_members(self, zone: str) -> list[ChunkView]:
+        """The zone's chunks this call may see (any section the contract allows)."""
+        return [c for c in self.view.zone_members(zone) if self.eligible(c) and self.in_time(c)]
+
+
+class DealCache:
+    """The deal views of one process, keyed by deal and rebuilt when the deal's ingest generation changes."""
+
+    def __init__(self, backends: Backends) -> None:
+        self.backends = backends
+        self._deals: dict[str, DealView] = {}
+        self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}
+
+    def _fresh(self, view: DealView, gen: int) -> bool:
+        ttl = self.backends.config.retrieval.cache_ttl_seconds
+        return view.generation == gen and time.monotonic() - view.loaded_at <= ttl and view.source == "mem0"
+
+    def view(self, deal_id: str, fallbacks: list[str] | None = None) -> tuple[DealView, int]:
+        """The deal's registered chunks (cached); returns (view, Mem0 calls made).
+
+        With ``fallbacks`` given, a Mem0 failure serves the structure from the vector payloads and says so there;
+        such a view is not kept.
+        """
+        gen = self.backends.generation(deal_id)
+        view = self._deals.get(deal_id)
+        if view is not None and self._fresh(view, gen):
+            return view, 0
+        with self._lock:
+            lock = self._loading.setdefault(deal_id, threading.Lock())
+        with lock:  # one load per deal at a time; concurrent callers wait for it
+            view = self._deals.get(deal_id)
+            if view is not None and self._fresh(view, gen):
+                return view, 0
+            try:
+                records = self.backends.registry.deal_records(deal_id)
+            except BackendError as exc:
+                if fallbacks is None:
+                    raise
+                fallbacks.append(f"mem0_unavailable: structural filter served from vector payloads ({exc})")
+                return self._vector_only_view(deal_id, gen), 0
+            chunks: dict[str, ChunkView] = {}
+            rejected: list[str] = []
+            for rec in records:
+                # the registry text is the verbatim content; its hash must match what Stage 0 signed
+                if sha256_hex(rec.content) != rec.content_hash:
+                    rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
+                    continue
+                chunks[rec.chunk_id] = rec
+            view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen)
+            self._deals[deal_id] = view
+            return view, 1
+
+    def _vector_only_view(self, deal_id: str, gen: int) -> DealView:
+        chunks: dict[str, ChunkView] = {}
+        rejected: list[str] = []
+        for p in self.backends.chunks.deal_payloads(deal_id):
+            if "content" not in p or sha256_hex(p["content"]) != p.get("content_hash"):
+                rejected.append(f"{str(p.get('chunk_id'))[:12]}: content missing or hash mismatch")
+                continue
+            chunks[p["chunk_id"]] = view_from_payload(p)
+        return DealView(deal_id, chunks, rejected, "vector_payloads", time.monotonic(), gen)
+
+    def invalidate(self, deal_id: str | None = None) -> None:
+        """Forget one deal's view (or all): the next call rebuilds it from the registry."""
+        with self._lock:
+            if deal_id is None:
+                self._deals.clear()
+            else:
+                self._deals.pop(deal_id, None)
+
+
+def view_from_payload(p: dict[str, Any]) -> ChunkView:
+    """A chunk view from a vector point's full payload (window 0 carries the chunk's content)."""
+    return ChunkView(
+        memory_id="",
+        chunk_id=p["chunk_id"], deal_id=p["deal_id"], document_id=p["document_id"], document_role=p["document_role"],
+        section_type=p["section_type"], page_start=int(p["page_start"]), page_end=int(p["page_end"]), content=p["content"],
+        content_hash=p["content_hash"], token_count=int(p["token_count"]), ocr_confidence=float(p["ocr_confidence"]),
+        zones=tuple(p.get("zones") or ()), entity_ids=tuple(p.get("entity_ids") or ()), sensitivity=p.get("sensitivity", "confidential"),
+        document_created_at=p.get("document_created_at"), ingested_at=p["ingested_at"],
+    )
+
+
+__all__ = ["DealCache", "DealView", "Gate", "view_from_payload"]

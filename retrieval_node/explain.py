@@ -1,0 +1,127 @@
+"""Explain a package (spec 2.4, 3.3): its table of contents, its exclusions note and its risk summary.
+
+Everything here is text for the downstream agent and the lawyer, derived from what the earlier stages
+decided; nothing is decided here. The stage's entry point is :func:`explain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .deals import DealView
+from .models import ChunkReference, RetrievalIntent
+from .values import ChunkView, CoverageReport, Scored, Selection
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The package's explanatory fields and the counts behind the summary's ``risk_distribution``."""
+
+    structural_toc: str
+    exclusions_note: str
+    risk_summary: str
+    risk_distribution: dict[str, int]
+
+
+def explain(*, intent: RetrievalIntent, view: DealView, sections: Sequence[str], roles: Sequence[str] | None,
+            refs: Sequence[ChunkReference], sel: Selection, scored: dict[str, Scored], report: CoverageReport,
+            missed: Sequence[Scored], inspected: int) -> Explanation:
+    """The explanation of one package. ``scored`` is every chunk scored for the call; ``missed`` the material
+    ones left out; ``inspected`` the number of search candidates."""
+    distribution: dict[str, int] = {}
+    for r in refs:
+        if r.redacted:
+            continue
+        for k in sel.chosen[r.chunk_id].terms.risk_kinds:
+            distribution[k] = distribution.get(k, 0) + 1
+    return Explanation(
+        structural_toc=table_of_contents(view, sections, roles, refs, report),
+        exclusions_note=exclusions_note(sel, scored, report),
+        risk_summary=risk_summary(intent, refs, sel, missed, inspected),
+        risk_distribution=distribution,
+    )
+
+
+def table_of_contents(view: DealView, sections: Sequence[str], roles: Sequence[str] | None, refs: Sequence[ChunkReference],
+                      report: CoverageReport) -> str:
+    """Per document (in document order): the included chunks in reading order and how many target-section
+    chunks were left; documents with neither are not listed. Then the required zones' state."""
+    groups = view.toc_groups()
+    wanted = frozenset(sections)
+    targets = view.toc_targets(wanted)
+    included: dict[tuple[str, str], list[ChunkView]] = {}
+    for r in refs:
+        c = view.chunks.get(r.chunk_id)
+        if c is not None:
+            included.setdefault((c.document_id, c.document_role), []).append(c)
+    lines = [f"Included {len(refs)} chunk(s). Target sections: {', '.join(sections)}" + (f"; roles: {', '.join(roles)}" if roles else "")]
+    for key, _cs in groups:
+        got = sorted(included.get(key, ()), key=lambda c: c.reading_key)
+        inn = [f"{c.section_type} p{c.page_range}" for c in got]
+        avail = targets[key] - sum(1 for c in got if c.section_type in wanted)
+        if not inn and not avail:
+            continue
+        doc, role = key
+        lines.append(f"- {doc} [{role}]: " + ("; ".join(inn) if inn else "nothing included") + (f" (+{avail} target-section chunk(s) available, not included)" if avail else ""))
+    if report.required:
+        marks = []
+        for z in report.required:
+            if z in report.absent:
+                marks.append(f"{z}: MISSING (not in the deal's documents)")
+            elif z in report.unfit:
+                marks.append(f"{z}: MISSING (did not fit the budget)")
+            elif z in report.partial:
+                marks.append(f"{z}: partial ({report.partial[z][0]} of {report.partial[z][1]} chunks)")
+            else:
+                marks.append(f"{z}: covered")
+        lines.append("Required zones: " + "; ".join(marks))
+    return "\n".join(lines)
+
+
+def exclusions_note(sel: Selection, scored: dict[str, Scored], report: CoverageReport) -> str:
+    """What was quoted in part, what was left out (material risks by name), and the zones missing or unfit."""
+    parts: list[str] = []
+    for cid in sorted(sel.chosen):
+        s = sel.chosen[cid]
+        if s.span is not None:
+            parts.append(f"EXCERPTED (budget): {s.chunk.document_id} p{s.chunk.page_range} characters {s.span[0]}-{s.span[1]} "
+                         f"of {len(s.chunk.content)} quoted; the whole chunk {cid[:12]} is available with get_chunk")
+    over = [(cid, why) for cid, why in sorted(sel.excluded.items())]
+    risky_out = [(cid, why) for cid, why in over if scored.get(cid) is not None and scored[cid].material]
+    for cid, why in risky_out:
+        s = scored[cid]
+        parts.append(f"LEFT OUT WITH MATERIAL RISK: {s.chunk.document_id} p{s.chunk.page_range} ({', '.join(s.terms.risk_kinds)}): {why}")
+    others = len(over) - len(risky_out)
+    if others:
+        parts.append(f"{others} lower-scoring chunk(s) left out for budget")
+    not_considered = [cid for cid in scored if cid not in sel.chosen and cid not in sel.excluded]
+    if not_considered:
+        parts.append(f"{len(not_considered)} zone chunk(s) retrieved for coverage but not needed")
+    for z in report.absent:
+        parts.append(f"required zone {z} is missing from the deal's documents: needs human input")
+    for z in report.unfit:
+        parts.append(f"required zone {z} did not fit the budget")
+    return "\n".join(parts) if parts else "Nothing excluded: every candidate fit the budget."
+
+
+def risk_summary(intent: RetrievalIntent, refs: Sequence[ChunkReference], sel: Selection, missed: Sequence[Scored], inspected: int) -> str:
+    """The lines a reader sees first: each packaged chunk with a material risk (cited ``[E<n>]``), each one left out."""
+    if inspected == 0:
+        return f"UNABLE_TO_ASSESS: no {', '.join(s.value for s in intent.target_section_types)} documents found for deal {intent.deal_id}"
+    lines = []
+    for i, r in enumerate(refs, start=1):
+        if r.redacted:
+            continue
+        terms = sel.chosen[r.chunk_id].terms
+        if terms.risk_kinds:
+            evidence = ", ".join(list(terms.risk_terms) + list(terms.numeric))
+            lines.append(f"[E{i}] {', '.join(terms.risk_kinds)} in {r.document_id} p{r.page_range} ({evidence})")
+    if missed:
+        lines += [f"NOT IN PACKAGE (budget): {', '.join(s.terms.risk_kinds)} in {s.chunk.document_id} p{s.chunk.page_range}" for s in missed]
+    if lines:
+        return f"MATERIAL RISK INDICATORS ({len(lines)}):\n" + "\n".join(lines)
+    return f"NO MATERIAL RISK INDICATORS in {inspected} inspected chunk(s) (keyword and numeric screening; not a legal conclusion)"
+
+
+__all__ = ["Explanation", "exclusions_note", "explain", "risk_summary", "table_of_contents"]
