@@ -30,7 +30,7 @@ from .backends.mem0_registry import Mem0Registry
 from .cache import BoundedCache
 from .contracts import ContractPlan
 from .errors import BackendError, IntegrityError
-from .models import ChunkReference, ContextPackage, RetrievalAuditEntry, RetrievalIntent, RetrievalSummary, TrustContext, sha256_hex
+from .models import ChunkReference, ContextPackage, MaterialRisk, RetrievalAuditEntry, RetrievalIntent, RetrievalSummary, TrustContext, sha256_hex
 from .ports import AuditSink
 from .values import CoverageReport, Scored, Selection
 
@@ -338,6 +338,7 @@ def record_retrieval(
     report: CoverageReport,
     visible_text: str,
     risk_distribution: dict[str, int],
+    material_risks: Sequence[MaterialRisk] = (),
     confidence: float,
     needs_human: bool,
     fallbacks: Sequence[str],
@@ -368,6 +369,7 @@ def record_retrieval(
         needs_human_input=needs_human,
         fallbacks=list(fallbacks),
         latency_ms={k: round(v, 3) for k, v in timings.items()},
+        material_risks=list(material_risks),
     )
     snapshot = {
         "audit_id": audit_id,

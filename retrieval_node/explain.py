@@ -6,12 +6,17 @@ decided; nothing is decided here. The stage's entry point is :func:`explain`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .deals import DealView
-from .models import ChunkReference, RetrievalIntent
+from .models import ChunkReference, MaterialRisk, RetrievalIntent
+from .risk import term_pattern
 from .values import ChunkView, CoverageReport, Scored, Selection
+
+#: Longest evidence quoted in ``material_risks`` (characters, verbatim from the chunk).
+EVIDENCE_MAX_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +27,16 @@ class Explanation:
     exclusions_note: str
     risk_summary: str
     risk_distribution: dict[str, int]
+    material_risks: list[MaterialRisk]
 
 
 def explain(*, intent: RetrievalIntent, view: DealView, sections: Sequence[str], roles: Sequence[str] | None,
             refs: Sequence[ChunkReference], sel: Selection, scored: dict[str, Scored], report: CoverageReport,
-            missed: Sequence[Scored], inspected: int) -> Explanation:
+            missed: Sequence[Scored], inspected: int,
+            excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None) -> Explanation:
     """The explanation of one package. ``scored`` is every chunk scored for the call; ``missed`` the material
-    ones left out; ``inspected`` the number of search candidates."""
+    ones left out; ``inspected`` the number of search candidates; ``excerpt_for`` the passage carrying a
+    chunk's risk (evidence for a risk stated in numbers only)."""
     distribution: dict[str, int] = {}
     for r in refs:
         if r.redacted:
@@ -40,7 +48,51 @@ def explain(*, intent: RetrievalIntent, view: DealView, sections: Sequence[str],
         exclusions_note=exclusions_note(sel, scored, report),
         risk_summary=risk_summary(intent, refs, sel, missed, inspected),
         risk_distribution=distribution,
+        material_risks=material_risks(refs, sel, missed, excerpt_for),
     )
+
+
+def material_risks(refs: Sequence[ChunkReference], sel: Selection, missed: Sequence[Scored],
+                   excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None) -> list[MaterialRisk]:
+    """``summary.material_risks``: every packaged chunk with a material risk (in citation order), then every one
+    left out, each with its kinds and the verbatim words that carry it."""
+    out = []
+    for r in refs:
+        if r.redacted:
+            continue
+        s = sel.chosen[r.chunk_id]
+        if s.material:
+            out.append(MaterialRisk(chunk_id=r.chunk_id, kinds=list(s.terms.risk_kinds), in_package=True, evidence=risk_evidence(s, excerpt_for)))
+    out += [MaterialRisk(chunk_id=s.chunk.chunk_id, kinds=list(s.terms.risk_kinds), in_package=False, evidence=risk_evidence(s, excerpt_for))
+            for s in missed]
+    return out
+
+
+def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None,
+                  max_chars: int = EVIDENCE_MAX_CHARS) -> str:
+    """The verbatim words of ``s``'s chunk that carry its risk: the line around its first material term found in the
+    text; for a risk read from numbers (or a term broken across lines), the passage that carries it; at worst the
+    chunk's opening. Always a substring of the chunk's content."""
+    text = s.chunk.content
+    for term in s.terms.risk_terms:
+        m = re.compile(term_pattern(term).pattern, re.IGNORECASE).search(text)
+        if m:
+            return _around(text, m.start(), m.end(), max_chars)
+    span = s.span or (excerpt_for(s.chunk) if excerpt_for is not None else None)
+    if span is not None:
+        return _around(text, span[0], span[0], max_chars) if span[1] - span[0] > max_chars else text[span[0]:span[1]].strip() or text.strip()[:max_chars]
+    return _around(text, 0, 0, max_chars)
+
+
+def _around(text: str, start: int, end: int, max_chars: int) -> str:
+    """The line holding ``text[start:end]``, cut to ``max_chars`` around it; stripped of surrounding blanks."""
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", end)
+    hi = len(text) if hi == -1 else hi
+    if hi - lo > max_chars:
+        lo = max(lo, start - max_chars // 3)
+        hi = min(hi, lo + max_chars)
+    return text[lo:hi].strip() or text.strip()[:max_chars]
 
 
 def table_of_contents(view: DealView, sections: Sequence[str], roles: Sequence[str] | None, refs: Sequence[ChunkReference],
@@ -124,4 +176,4 @@ def risk_summary(intent: RetrievalIntent, refs: Sequence[ChunkReference], sel: S
     return f"NO MATERIAL RISK INDICATORS in {inspected} inspected chunk(s) (keyword and numeric screening; not a legal conclusion)"
 
 
-__all__ = ["Explanation", "exclusions_note", "explain", "risk_summary", "table_of_contents"]
+__all__ = ["EVIDENCE_MAX_CHARS", "Explanation", "exclusions_note", "explain", "material_risks", "risk_evidence", "risk_summary", "table_of_contents"]

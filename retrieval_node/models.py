@@ -486,6 +486,17 @@ def build_package(
     return ContextPackage(**fields, package_hash=package_hash(fields))  # type: ignore[arg-type]
 
 
+class MaterialRisk(BaseModel):
+    """One chunk judged a material risk for the agent (interfaces.md section 4, ``summary.material_risks``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_id: ChunkId
+    kinds: list[str] = Field(min_length=1, description="Risk kinds, e.g. builders_lien, special_levy.")
+    in_package: bool = Field(description="Whether the chunk (whole or as a verbatim excerpt) is in the package.")
+    evidence: str = Field(min_length=1, description="The verbatim words of the chunk that carry the risk.")
+
+
 class RetrievalSummary(BaseModel):
     """How a package was made (interfaces.md section 4)."""
 
@@ -501,6 +512,10 @@ class RetrievalSummary(BaseModel):
     needs_human_input: bool
     fallbacks: list[str]
     latency_ms: dict[str, float]
+    material_risks: list[MaterialRisk] = Field(
+        default_factory=list,
+        description="Every chunk judged a material risk for this agent, packaged or left out; empty: nothing material was found.",
+    )
 
 
 class RetrievalMetrics(BaseModel):
@@ -578,6 +593,7 @@ class PatternMemory(BaseModel):
 __all__ = [
     "KNOWN_ZONES",
     "MAX_TOKENS_BUDGET",
+    "MaterialRisk",
     "PREAMBLE",
     "ChunkMetadata",
     "ChunkReference",

@@ -180,7 +180,7 @@ class Pipeline:
             needs_human = _degradations(fallbacks, needs_human, refs=refs, redacted=len(redacted), above_trust=above_trust, missed=missed,
                                         report=report, budget=budget, searched=bool(scored), what=f"{plan.sections} chunks for deal {intent.deal_id}")
             why = explain(intent=intent, view=view, sections=plan.sections, roles=plan.roles, refs=refs, sel=sel, scored=found, report=report,
-                          missed=missed, inspected=len(scored))
+                          missed=missed, inspected=len(scored), excerpt_for=settings.excerpt_for)
             package = build_package(deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id, refs=refs,
                                     structural_toc=why.structural_toc, exclusions_note=why.exclusions_note, total_tokens=total,
                                     risk_summary=why.risk_summary)
@@ -188,7 +188,7 @@ class Pipeline:
         with clock("audit_ms"):
             summary, note = record_retrieval(self.audit, self.snapshot_rows, intent=intent, plan=plan, trust=trust, package=package, refs=refs,
                                              sel=sel, scored=found, report=report, visible_text=visible_text, risk_distribution=why.risk_distribution,
-                                             confidence=confidence, needs_human=needs_human, fallbacks=fallbacks, timings=clock.timings, vector=qvec)
+                                             material_risks=why.material_risks, confidence=confidence, needs_human=needs_human, fallbacks=fallbacks, timings=clock.timings, vector=qvec)
         mem0_calls += 1
         if note:
             fallbacks.append(note)

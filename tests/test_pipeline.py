@@ -66,6 +66,38 @@ def agent(pipe_store):
     return RetrievalAgent(pipe_store[0], trust=FULL_TRUST)
 
 
+def test_material_risks_name_each_material_chunk_with_verbatim_evidence(agent):
+    """summary.material_risks (interfaces.md section 4): the lien is listed with the words that carry it; the
+    discharged caveat and the right of way are not; the risk summary's [E<n>] lines name the same chunks."""
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    by_id = {r.chunk_id: r for r in pkg.ordered_chunks}
+    assert summary.material_risks, pkg.risk_summary
+    for m in summary.material_risks:
+        assert m.in_package == (m.chunk_id in by_id)
+        assert m.evidence in agent.get_chunk(m.chunk_id).content
+    lien = next(m for m in summary.material_risks if "builders_lien" in m.kinds)
+    assert "BUILDERS' LIEN" in lien.evidence and "DISCHARGED" not in " ".join(m.evidence for m in summary.material_risks)
+    cited = {pkg.ordered_chunks[int(line.split("]")[0][2:]) - 1].chunk_id for line in pkg.risk_summary.splitlines() if line.startswith("[E")}
+    assert cited == {m.chunk_id for m in summary.material_risks if m.in_package}
+    replayed = agent.replay(summary.audit_id)[1]
+    assert replayed.material_risks == summary.material_risks
+
+
+def test_nothing_material_is_an_empty_list_and_a_plain_sentence(tmp_path, embedder, make_chunk):
+    """A clean title (a discharged caveat, a utility right of way, a mortgage paid out) claims nothing material."""
+    with Store.open(tmp_path / "s", embedder=embedder) as store:
+        clean = [
+            make_chunk("CERTIFICATE OF TITLE. Registered owner: Ines Tremblay. Estate in fee simple.", section="TITLE_SUMMARY", page=1),
+            make_chunk("152 331 908 2015/09/14 UTILITY RIGHT OF WAY. Grantee: ATCO Gas.", page=2),
+            make_chunk("CAVEATS. 212 300 111 caveat re: option to purchase. DISCHARGED by 232 001 002 on 2023/01/05.", section="CAVEATS_SECTION", page=3),
+        ]
+        Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", clean)])
+        agent = RetrievalAgent(store, trust=FULL_TRUST)
+        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
+        assert summary.material_risks == []
+        assert pkg.risk_summary.startswith("NO MATERIAL RISK")
+
+
 def test_builders_lien_found_and_benign_lookalike_ranks_below(agent):
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     contents = [c.content for c in pkg.ordered_chunks]
