@@ -3,7 +3,9 @@
 A contract lists the ALLOWED and FORBIDDEN section types and document roles of
 one agent, the stages in which it may run, and whether vector search may be
 used. Every intent is compiled into a finite :class:`ContractPlan` of typed
-queries; a request the contract cannot represent (a forbidden or unlisted
+queries (the target sections are searched; everything the contract allows is scanned for
+material risks and looked up for required zones: Stage-0 labels are evidence, the contract's
+FORBIDDEN lists and the caller's trust are the walls); a request the contract cannot represent (a forbidden or unlisted
 section, a stage the agent does not run in, an agent without a contract) raises
 :class:`~retrieval_node.errors.ContractViolation` and nothing is retrieved. Every
 chunk that reaches a package is re-checked by :meth:`ContractPlan.allows`.
@@ -79,7 +81,7 @@ class ContractSet(BaseModel):
     contracts: dict[str, AgentContract]
 
 
-QueryType = Literal["structural_filter", "semantic_search", "lexical_search", "zone_lookup", "broadened_search"]
+QueryType = Literal["structural_filter", "semantic_search", "lexical_search", "risk_scan", "zone_lookup", "broadened_search"]
 QuerySource = Literal["metadata", "vector", "structured"]
 
 
@@ -114,8 +116,9 @@ class ContractPlan(BaseModel):
     queries: list[ContractQuery]
 
     def search_queries(self) -> list[ContractQuery]:
-        """The first retrieval's queries: the structural filter, with the semantic (if allowed) and lexical searches."""
-        return [q for q in self.queries if q.type in ("structural_filter", "semantic_search", "lexical_search")]
+        """The first retrieval's queries: the structural filter of the target sections, the semantic (if allowed) and
+        lexical searches over them, and the risk scan over everything the contract allows."""
+        return [q for q in self.queries if q.type in ("structural_filter", "semantic_search", "lexical_search", "risk_scan")]
 
     def query(self, type: QueryType) -> ContractQuery:
         """The plan's first query of ``type``; a plan without one refuses to run it."""
@@ -167,9 +170,12 @@ def compile_plan(intent: RetrievalIntent, agent_name: str, contracts: ContractSe
     if rule.vector_search:
         queries.append(ContractQuery(type="semantic_search", source="vector", deal_id=intent.deal_id, section_types=sections, document_roles=effective_roles))
     queries.append(ContractQuery(type="lexical_search", source="structured", deal_id=intent.deal_id, section_types=sections, document_roles=effective_roles))
+    # Stage-0 labels are evidence, not walls: a chunk with a material risk anywhere the contract allows is a candidate
+    # (a caveat copied onto a page labelled GENERAL), while the target sections stay the preference for plain context
+    zone_roles = sorted(allowed_roles) if allowed_roles is not None else None
+    queries.append(ContractQuery(type="risk_scan", source="metadata", deal_id=intent.deal_id, section_types=sorted(allowed), document_roles=zone_roles))
     # a required zone is looked up in every section and role the contract allows (the intent's own narrowing is a
     # preference for the search, not a wall: a zone's chunk may sit in a document of another role)
-    zone_roles = sorted(allowed_roles) if allowed_roles is not None else None
     for zone in intent.required_structural_zones or []:
         queries.append(ContractQuery(type="zone_lookup", source="metadata", deal_id=intent.deal_id, section_types=sorted(allowed), document_roles=zone_roles, zone=zone))
     queries.append(ContractQuery(type="broadened_search", source="vector" if rule.vector_search else "structured", deal_id=intent.deal_id, section_types=sorted(allowed), document_roles=effective_roles))

@@ -105,6 +105,7 @@ class SegmentAwareRetriever:
         keeps chunks that carry a material risk, whatever their similarity).
         """
         structural_q = next(q for q in queries if q.type in ("structural_filter", "broadened_search"))
+        risk_q = next((q for q in queries if q.type == "risk_scan"), None)
         if structural_q.deal_id != view.deal_id:
             raise ValueError(f"plan query for deal {structural_q.deal_id!r} run on deal {view.deal_id!r}")
         use_vectors = any(q.source == "vector" for q in queries)
@@ -153,6 +154,11 @@ class SegmentAwareRetriever:
         chosen |= set(sorted(bm25, key=lambda c: (-bm25[c], c))[:top_k])
         if keep is not None:
             chosen |= {c.chunk_id for c in structural if keep(c)}
+            if risk_q is not None:  # a material risk anywhere the contract allows, whatever its page label
+                for c in self._risk_pool(view, gate, risk_q, cutoff):
+                    if c.chunk_id not in structural_ids and keep(c):
+                        structural_ids[c.chunk_id] = c
+                        chosen.add(c.chunk_id)
         timings["lexical_ms"] = (time.perf_counter() - t2) * 1000
         # candidates kept for their risk but outside the dense top hits: score them against the query too
         missing = sorted(c for c in chosen if c not in dense)
@@ -168,13 +174,26 @@ class SegmentAwareRetriever:
                         dense[cid] = (score, window)
             timings["vector_ms"] += (time.perf_counter() - t3) * 1000
         candidates = []
+        lexical = view.bm25_scores(query)
         for cid in chosen:
             cos, win = dense.get(cid, (0.0, 0))
-            candidates.append(Candidate(chunk=structural_ids[cid], cosine=cos, best_window=win, bm25=bm25.get(cid, 0.0)))
+            candidates.append(Candidate(chunk=structural_ids[cid], cosine=cos, best_window=win, bm25=lexical.get(cid, 0.0)))
         best = max(bm25.values(), default=0.0)
         candidates.sort(key=lambda c: c.chunk.reading_key)
         _group_adjacent(candidates)
         return RetrievalResult(candidates, best, timings, [], 0, 0, len(structural))
+
+    @staticmethod
+    def _risk_pool(view: DealView, gate: Gate, query: ContractQuery, cutoff: float | None) -> list[ChunkView]:
+        """The chunks of a ``risk_scan`` query: its sections and roles, through the call's gate."""
+        sections = frozenset(query.section_types)
+        roles = frozenset(query.document_roles) if query.document_roles is not None else None
+
+        def build() -> list[ChunkView]:
+            return [c for c in view.chunks.values() if c.section_type in sections and (roles is None or c.document_role in roles)
+                    and (cutoff is None or c.ingested_ts <= cutoff) and gate.eligible(c)]
+
+        return view.structural(("risk_scan", gate.key), sections, roles, cutoff, build)
 
 
 def _group_adjacent(candidates: list[Candidate]) -> None:
