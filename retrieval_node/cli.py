@@ -208,7 +208,7 @@ def ingest(
 
     try:
         with _open_store(store) as st:
-            report = Ingestor(st).ingest(paths, progress=True)
+            report = Ingestor(st).ingest(paths, progress=sys.stderr.isatty())
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
@@ -404,7 +404,7 @@ def demo(
     from .demo import run_demo
 
     try:
-        result = run_demo(store, deal_id=deal, progress=not as_json, trust=_cli_trust(None, SensitivityName.confidential))
+        result = run_demo(store, deal_id=deal, progress=sys.stderr.isatty() and not as_json, trust=_cli_trust(None, SensitivityName.confidential))
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
