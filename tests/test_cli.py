@@ -38,8 +38,8 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def probe(*args: str, cwd: Path) -> tuple[int, str, str, list[str]]:
-    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=120)
+def probe(*args: str, cwd: Path, **env: str) -> tuple[int, str, str, list[str]]:
+    p = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=cwd, env=_env(**env), timeout=120)
     err, _, heavy = p.stderr.rpartition("HEAVY=")
     return p.returncode, p.stdout, err, [m for m in heavy.strip().split(",") if m]
 
@@ -73,6 +73,12 @@ def test_argument_mistakes_are_answered_before_heavy_imports(tmp_path, args, nee
         assert needle in err
     assert heavy == []
     assert not (tmp_path / "typo-store").exists() and not (tmp_path / ".retrieval-node").exists()  # nothing created
+
+
+def test_a_missing_config_dir_names_the_variable_to_fix(tmp_path):
+    code, out, err, heavy = probe("retrieve", "--deal", "D", "--agent", "tax", cwd=tmp_path, RETRIEVAL_NODE_CONFIG_DIR=str(tmp_path / "nope"))
+    assert code == 2 and heavy == []
+    assert f"RETRIEVAL_NODE_CONFIG_DIR={tmp_path / 'nope'}: no such directory" in err and "agents.yaml" in err
 
 
 def test_usage_error_with_json_prints_one_error_document(tmp_path):

@@ -78,3 +78,12 @@ def test_wheel_installs_and_runs_the_demo_outside_the_checkout(tmp_path):
     assert [a["agent"] for a in doc["agents"]] == ["investigator", "tax", "condo", "scribe"]
     assert all(a["package"]["ordered_chunks"] for a in doc["agents"])
     assert demo.stderr == ""  # quiet by default
+
+    # an installation without its configs says what to set; $RETRIEVAL_NODE_CONFIG_DIR then wins
+    shutil.rmtree(Path(json.loads(where.stdout)[2]))
+    bare = subprocess.run([str(exe), "retrieve", "--deal", "D", "--agent", "tax"], capture_output=True, text=True, cwd=elsewhere,
+                          env=_env(), timeout=60)
+    assert bare.returncode == 2 and "set RETRIEVAL_NODE_CONFIG_DIR to a folder holding agents.yaml" in bare.stderr
+    mine = subprocess.run([str(exe), "retrieve", "--deal", "D", "--agent", "nope"], capture_output=True, text=True, cwd=elsewhere,
+                          env=_env(RETRIEVAL_NODE_CONFIG_DIR=str(REPO / "configs")), timeout=60)
+    assert mine.returncode == 2 and f"agents.yaml in {REPO / 'configs'}" in mine.stderr
