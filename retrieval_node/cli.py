@@ -124,7 +124,6 @@ def _setup_logging(verbosity: int = 0) -> None:
         handler.addFilter(_OursOrErrors())
         warnings.filterwarnings("ignore")
         warnings.filterwarnings("default", module=r"(retrieval_node|adapters)(\.|$)")
-    logging.captureWarnings(True)
 
 
 def _fail(exc: Exception, as_json: bool) -> None:
