@@ -3,56 +3,127 @@
 Built on Typer (typed options, help text, exit codes) and Rich (tables on a
 terminal). With ``--json`` standard output holds exactly one JSON document;
 progress bars and logs go to standard error.
+
+Every command checks its arguments (enum values, files, the store directory, the
+agent name against ``agents.yaml``) before it imports torch, Qdrant or Mem0, so a
+mistake costs well under a second. One function per command; a new command checks
+its arguments the same way (``_require_store``, ``_check_agent``) and imports the
+heavy parts inside its body.
+
+Exit codes: 0 done; 1 ingest or ``patterns add`` rejected a line; 2 an error (a usage
+error or a failure, said on standard error, and as ``{"error": ...}`` with ``--json``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import warnings
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from .errors import RetrievalNodeError, UsageError
+from . import __version__
+from ._config_dir import default_config_dir
+from .errors import ConfigError, RetrievalNodeError, UsageError
+
+#: the store's directory when --store is not given: $RETRIEVAL_NODE_HOME, else ./.retrieval-node (as store.resolve_home)
+HOME_ENV = "RETRIEVAL_NODE_HOME"
+DEFAULT_HOME = ".retrieval-node"
+#: files and folders of which at least one is in every store Store.open has made (store.json since its format 1)
+STORE_MARKERS = ("store.json", "vectors", "mem0_edge", "mem0_history.db", "qdrant")
+#: models.MAX_TOKENS_BUDGET, repeated so that argument checks need not import the models (tests/test_cli.py checks it)
+MAX_BUDGET = 200_000
+
+
+class StageName(str, Enum):
+    """models.Stage, repeated for the same reason (tests/test_cli.py checks they agree)."""
+
+    INTAKE = "INTAKE"
+    DILIGENCE = "DILIGENCE"
+    DRAFTING = "DRAFTING"
+    CLOSING = "CLOSING"
+
+
+class SensitivityName(str, Enum):
+    """models.Sensitivity, repeated for the same reason."""
+
+    public = "public"
+    confidential = "confidential"
+    privileged = "privileged"
+
 
 app = typer.Typer(
     name="retrieval-node",
-    help="Segment-aware, risk-weighted retrieval for conveyancing agents.",
+    help="Segment-aware, risk-weighted, budget-bounded retrieval for conveyancing agents (Alberta real estate).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain Click help: conventional metavars, and no Rich import to print it
 )
-patterns_app = typer.Typer(help="Institutional pattern memories (Mem0 global layer).", no_args_is_help=True)
+patterns_app = typer.Typer(help="Institutional pattern memories (Mem0 global layer).", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(patterns_app, name="patterns")
 
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", help="Store directory [default: $RETRIEVAL_NODE_HOME, else ./.retrieval-node]."),
+    typer.Option("--store", metavar="DIR", show_default=False,
+                 help=f"Store directory. Default: ${HOME_ENV}, else ./{DEFAULT_HOME}.", file_okay=False),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on standard output.")]
-ActorOpt = Annotated[str | None, typer.Option("--actor", help="Who is asking (audit trail) [default: cli:$USER].")]
-SensitivityOpt = Annotated[str, typer.Option("--max-sensitivity", help="public | confidential | privileged: the highest sensitivity you may read.")]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", show_default=False,
+                                       help="Print exactly one JSON document on standard output.")]
+ActorOpt = Annotated[str | None, typer.Option("--actor", metavar="ID", show_default=False,
+                                              help="Who is asking, for the audit trail. Default: cli:$USER.")]
+SensitivityOpt = Annotated[
+    str,
+    typer.Option("--max-sensitivity", metavar="LEVEL",
+                 help="Highest sensitivity you may read: public, confidential or privileged."),
+]
 
 
-def _cli_trust(actor: str | None, max_sensitivity: str) -> Any:
-    import getpass
-
-    from .models import TrustContext
-
-    try:
-        return TrustContext(max_sensitivity=max_sensitivity.lower(), authenticated=True, actor_id=actor or f"cli:{getpass.getuser()}")
-    except ValueError as exc:
-        raise UsageError(f"--max-sensitivity {max_sensitivity!r}: expected public, confidential or privileged") from exc
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"retrieval-node {__version__}")
+        raise typer.Exit(0)
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # Mem0 logs missing optional extras (spaCy, fastembed) at WARNING on every start; they are not ours to act on.
-    logging.getLogger("mem0").setLevel(logging.ERROR)
-    logging.getLogger("mem0.memory.main").setLevel(logging.ERROR)
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
+@app.callback()
+def main_options(
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, metavar="", show_default=False,
+                                         help="More log output on standard error: -v info and library warnings, -vv debug.")] = 0,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, metavar="",
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Segment-aware, risk-weighted, budget-bounded retrieval for conveyancing agents (Alberta real estate)."""
+    _setup_logging(verbose)
+
+
+class _OursOrErrors(logging.Filter):
+    """Quiet mode: our own warnings, anyone's errors. Libraries' warnings (Mem0's missing spaCy model) and debug lines
+    (bm25s sets its logger to DEBUG on import) are not for the user to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.name.split(".", 1)[0] in ("retrieval_node", "adapters", "__main__")
+        return record.levelno >= (logging.WARNING if ours else logging.ERROR)
+
+
+def _setup_logging(verbosity: int = 0) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
+    root.setLevel(level)
+    handler.setLevel(level)  # bm25s sets its own logger to DEBUG; the handler still holds the line
+    if verbosity == 0:
+        handler.addFilter(_OursOrErrors())
+        warnings.filterwarnings("ignore")
+        warnings.filterwarnings("default", module=r"(retrieval_node|adapters)(\.|$)")
 
 
 def _fail(exc: Exception, as_json: bool) -> None:
@@ -63,25 +134,80 @@ def _fail(exc: Exception, as_json: bool) -> None:
     raise typer.Exit(2)
 
 
-def _open_store(store: Path | None) -> Any:
+def _store_home(store: Path | None) -> Path:
+    if store is not None:
+        return store
+    return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME)
+
+
+def _require_store(store: Path | None) -> Path:
+    """The store directory, which must already hold a store (a mistyped --store must not start a new empty one)."""
+    home = _store_home(store)
+    if not (home.is_dir() and any((home / m).exists() for m in STORE_MARKERS)):
+        source = "--store" if store is not None else (f"${HOME_ENV}" if os.environ.get(HOME_ENV) else "the default ./" + DEFAULT_HOME)
+        raise UsageError(f"no store at {home} (from {source}); check the path, or create one with "
+                         f"`retrieval-node ingest FILE --store {home}` or `retrieval-node demo --store {home}`")
+    return home
+
+
+def _agent_names() -> list[str]:
+    """Agent names in agents.yaml, read without validating the whole configuration (that happens when the store opens)."""
+    import yaml
+
+    path = default_config_dir() / "agents.yaml"
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the agent profiles: {exc}") from exc
+    agents = raw.get("agents") if isinstance(raw, dict) else None
+    if not isinstance(agents, dict):
+        raise ConfigError(f"{path}: expected a mapping 'agents: {{name: profile}}'")
+    return sorted(agents)
+
+
+def _choice(option: str, value: str, choices: type[Enum]) -> Any:
+    try:
+        return choices(value)
+    except ValueError:
+        raise UsageError(f"{option} {value!r}: valid values: {', '.join(c.value for c in choices)}") from None
+
+
+def _check_agent(agent: str) -> None:
+    names = _agent_names()
+    if agent not in names:
+        raise UsageError(f"--agent {agent!r}: unknown agent; valid agents: {', '.join(names)} (agents.yaml in {default_config_dir()})")
+
+
+def _cli_trust(actor: str | None, level: SensitivityName) -> Any:
+    import getpass
+
+    from .models import TrustContext
+
+    return TrustContext(max_sensitivity=level.value, authenticated=True, actor_id=actor or f"cli:{getpass.getuser()}")
+
+
+def _open_store(home: Path | None) -> Any:
     from .store import Store
 
-    return Store.open(store)
+    return Store.open(home)
 
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Chunk JSONL files or folders of them.")],
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH", exists=True, show_default=False,
+                                                help="Chunk JSONL files, or folders of them.")],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Ingest Stage-0 chunk JSONL (exit 0: all lines stored or already present; 1: some line rejected)."""
-    _setup_logging()
+    """Ingest Stage-0 chunk JSONL into the store (created if missing).
+
+    Exit 0: every line stored or already present; 1: some line rejected (file, line, field and reason are listed).
+    """
     from .ingest import Ingestor
 
     try:
         with _open_store(store) as st:
-            report = Ingestor(st).ingest(paths, progress=True)
+            report = Ingestor(st).ingest(paths, progress=sys.stderr.isatty())
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
@@ -108,11 +234,14 @@ def compact(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Rewrite the embedded store's qdrant-edge shards in their on-disk layout (stores from before it use ~1 GB
-    more RAM at 100k chunks); search results do not change. About a minute per 100k chunks."""
-    _setup_logging()
+    """Rewrite the embedded store's qdrant-edge shards in their on-disk layout.
+
+    Stores from before that layout use about 1 GB more RAM at 100k chunks; search results do not change.
+    About a minute per 100k chunks.
+    """
     try:
-        with _open_store(store) as st:
+        home = _require_store(store)
+        with _open_store(home) as st:
             out = st.compact()
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
@@ -127,17 +256,15 @@ def compact(
 
 @patterns_app.command("add")
 def patterns_add(
-    file: Annotated[Path, typer.Argument(help="Pattern-memory JSONL (interfaces.md section 2).")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", exists=True, dir_okay=False, show_default=False,
+                                         help="Pattern-memory JSONL (interfaces.md section 2).")],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Load institutional pattern memories into Mem0's global layer."""
-    _setup_logging()
+    """Load institutional pattern memories into Mem0's global layer (the store is created if missing)."""
     from .ingest import add_patterns, read_patterns
 
     try:
-        if not file.is_file():
-            raise UsageError(f"pattern file {file} does not exist")
         patterns, rejected = read_patterns(file)
         with _open_store(store) as st:
             added, unchanged = add_patterns(st, patterns)
@@ -156,24 +283,34 @@ def patterns_add(
 
 @app.command()
 def retrieve(
-    deal: Annotated[str, typer.Option("--deal", help="Deal id, e.g. 2026-ACME-0042.")],
-    agent: Annotated[str, typer.Option("--agent", help="investigator | tax | condo | scribe (configs/agents.yaml).")],
-    stage: Annotated[str, typer.Option("--stage", help="INTAKE | DILIGENCE | DRAFTING | CLOSING.")] = "DILIGENCE",
-    budget: Annotated[int | None, typer.Option("--budget", help="Token budget (cl100k); default from the agent profile.")] = None,
+    deal: Annotated[str, typer.Option("--deal", metavar="ID", show_default=False, help="Deal id, e.g. 2026-ACME-0042.")],
+    agent: Annotated[str, typer.Option("--agent", metavar="NAME", show_default=False,
+                                       help="Agent profile in agents.yaml: investigator, tax, condo, scribe, ...")],
+    stage: Annotated[str, typer.Option("--stage", metavar="STAGE",
+                                       help="Deal stage: INTAKE, DILIGENCE, DRAFTING or CLOSING.")] = StageName.DILIGENCE.value,
+    budget: Annotated[int | None, typer.Option("--budget", metavar="TOKENS", min=1, max=MAX_BUDGET, show_default=False,
+                                               help="Token budget (cl100k). Default: the agent profile's.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     actor: ActorOpt = None,
-    max_sensitivity: SensitivityOpt = "confidential",
+    max_sensitivity: SensitivityOpt = SensitivityName.confidential.value,
 ) -> None:
-    """Run one agent's retrieval; --json prints {"package": ..., "summary": ...}."""
-    _setup_logging()
+    """Run one agent's retrieval on one deal; --json prints {"package": ..., "summary": ...}."""
+    try:
+        stage_name = _choice("--stage", stage.upper(), StageName)
+        level = _choice("--max-sensitivity", max_sensitivity.lower(), SensitivityName)
+        _check_agent(agent)
+        home = _require_store(store)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
     from .agent import RetrievalAgent
 
     try:
-        trust = _cli_trust(actor, max_sensitivity)
-        with _open_store(store) as st:
+        trust = _cli_trust(actor, level)
+        with _open_store(home) as st:
             ra = RetrievalAgent(st, trust=trust)
-            intent = ra.intent_for(agent, deal_id=deal, stage=stage.upper(), budget=budget)
+            intent = ra.intent_for(agent, deal_id=deal, stage=stage_name.value, budget=budget)
             try:
                 package, summary = ra.retrieve_sync(intent)
             finally:
@@ -192,18 +329,21 @@ def retrieve(
 
 @app.command()
 def replay(
-    audit_id: Annotated[str, typer.Argument(help="Audit id from a retrieval summary (aud_...).")],
+    audit_id: Annotated[str, typer.Argument(metavar="AUDIT_ID", show_default=False,
+                                            help="Audit id from a retrieval summary (aud_...).")],
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print the package exactly as it was given, from its audit snapshot, without retrieving again."""
-    _setup_logging()
+    """Print a package exactly as it was given, from its audit snapshot (hash-checked), without retrieving again."""
+    try:
+        home = _require_store(store)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
     from .agent import replay_snapshot
     from .audit import AuditLog
-    from .store import resolve_home
 
     try:
-        home = resolve_home(store)
         audit = AuditLog(home / "audit", registry=None)  # reading a snapshot needs no backend
         try:
             package, summary = replay_snapshot(audit, audit_id)
@@ -250,66 +390,36 @@ def print_package(agent: str, package: Any, summary: Any, *, budget: int) -> Non
 def demo(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
-    deal: Annotated[str | None, typer.Option("--deal", help="Run on an already ingested deal instead of the bundled sample.")] = None,
+    deal: Annotated[str | None, typer.Option("--deal", metavar="ID", show_default=False,
+                                             help="Run on a deal already in the store instead of the bundled sample.")] = None,
 ) -> None:
-    """The main job: ingest the bundled sample deal, run investigator -> tax -> condo -> scribe in LangGraph."""
-    _setup_logging()
-    import uuid
-
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from .agent import RetrievalAgent
-    from .demo import AGENT_ORDER, SAMPLE_DEAL_ID, build_workflow, initial_state, sample_deal_files
-    from .ingest import Ingestor, add_patterns, read_patterns
-    from .node import RetrievalNode, package_of, summary_of
-
-    deal_id = deal or SAMPLE_DEAL_ID
+    """The main job: ingest the bundled sample deal, then run investigator -> tax -> condo -> scribe in LangGraph."""
     try:
-        with _open_store(store) as st:
-            ingest_note = None
-            if deal is None:
-                chunks, patterns_file = sample_deal_files()
-                report = Ingestor(st).ingest([chunks], progress=not as_json)
-                patterns, _ = read_patterns(patterns_file)
-                added, _unchanged = add_patterns(st, patterns)
-                ingest_note = {"ingested": report.ingested, "unchanged": report.unchanged, "rejected": len(report.rejected), "patterns_added": added}
-            retrieval_agent = RetrievalAgent(st, trust=_cli_trust(None, "confidential"))
-            node = RetrievalNode(retrieval_agent)
-            thread = {"configurable": {"thread_id": f"demo-{deal_id}-{uuid.uuid4().hex[:8]}"}}
-            with SqliteSaver.from_conn_string(str(st.home / "checkpoints.sqlite")) as saver:
-                app_graph = build_workflow(node, checkpointer=saver)
-                try:
-                    final = app_graph.invoke(initial_state(deal_id), thread)
-                finally:
-                    retrieval_agent.close()
-            steps = sorted(final["context_packages"])
-            results = []
-            for step in steps:
-                pkg, summ = package_of(final, step), summary_of(final, step)
-                agent_name = step.split("_", 1)[1]
-                budget = st.config.agents[agent_name].max_tokens_budget
-                results.append((agent_name, step, pkg, summ, budget))
+        if deal is not None:
+            _require_store(store)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    from .demo import run_demo
+
+    try:
+        result = run_demo(store, deal_id=deal, progress=sys.stderr.isatty() and not as_json, trust=_cli_trust(None, SensitivityName.confidential))
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
     if as_json:
-        typer.echo(json.dumps({
-            "deal_id": deal_id,
-            "ingest": ingest_note,
-            "thread_id": thread["configurable"]["thread_id"],
-            "findings": final.get("findings", {}),
-            "agents": [{"agent": a, "step": s, "package": p.model_dump(mode="json"), "summary": m.model_dump(mode="json")} for a, s, p, m, _ in results],
-        }))
+        typer.echo(json.dumps(result.as_json()))
         return
     from rich.console import Console
 
     console = Console()
-    if ingest_note:
-        console.print(f"sample deal {deal_id}: {ingest_note['ingested']} chunk(s) ingested, {ingest_note['unchanged']} already present; "
-                      f"{ingest_note['patterns_added']} pattern memorie(s) added")
-    console.print(f"LangGraph workflow {' -> '.join(AGENT_ORDER)} (thread {thread['configurable']['thread_id']}, checkpoints in {st.home / 'checkpoints.sqlite'})\n")
-    for agent_name, _step, pkg, summ, budget in results:
-        print_package(agent_name, pkg, summ, budget=budget)
+    if result.ingest:
+        console.print(f"sample deal {result.deal_id}: {result.ingest['ingested']} chunk(s) ingested, {result.ingest['unchanged']} "
+                      f"already present; {result.ingest['patterns_added']} pattern memorie(s) added")
+    console.print(f"LangGraph workflow {' -> '.join(a.agent for a in result.agents)} (thread {result.thread_id}, "
+                  f"checkpoints in {result.checkpoints})\n")
+    for a in result.agents:
+        print_package(a.agent, a.package, a.summary, budget=a.budget)
         console.print()
 
 
@@ -320,4 +430,4 @@ def main() -> None:  # pragma: no cover - console entry point
 __all__ = ["app", "main"]
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    app(prog_name="retrieval-node")

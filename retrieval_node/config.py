@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._config_dir import CONFIG_DIR_ENV, default_config_dir
 from .contracts import ContractSet
 from .errors import ConfigError
 from .models import KNOWN_ZONES, MAX_TOKENS_BUDGET, DocumentRole, RiskProfile, SectionType, Stage
@@ -293,17 +293,6 @@ _FILES: dict[str, str] = {
 }
 
 
-def default_config_dir() -> Path:
-    """``$RETRIEVAL_NODE_CONFIG_DIR``, else the ``configs/`` folder shipped with the package."""
-    env = os.environ.get(ENV_PREFIX + "CONFIG_DIR")
-    if env:
-        return Path(env)
-    repo_configs = Path(__file__).resolve().parent.parent / "configs"
-    if repo_configs.is_dir():
-        return repo_configs
-    return Path(str(resources.files("retrieval_node") / "configs"))
-
-
 def _format_validation_error(file: str, err: ValidationError) -> str:
     lines = []
     for e in err.errors():
@@ -352,7 +341,7 @@ def load_config(config_dir: str | Path | None = None, *, environ: dict[str, str]
     directory = Path(config_dir) if config_dir is not None else default_config_dir()
     environ = dict(os.environ) if environ is None else environ
     if not directory.is_dir():
-        raise ConfigError(f"config directory {directory} does not exist")
+        raise ConfigError(f"config directory {directory} does not exist; pass an existing directory or set {CONFIG_DIR_ENV}")
     data: dict[str, Any] = {}
     for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
         section = _FILES.get(path.name)

@@ -9,12 +9,15 @@ records what later agents can use, e.g. the parties named in a risk chunk).
 from __future__ import annotations
 
 import re
+import uuid
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from .models import ContextPackage, RetrievalSummary, TrustContext
 from .node import DealState, RetrievalNode, package_of, summary_of
 
 AGENT_ORDER = ["investigator", "tax", "condo", "scribe"]
@@ -79,9 +82,98 @@ def build_workflow(node: RetrievalNode, *, checkpointer: Any = None, interrupt_a
     return graph.compile(checkpointer=checkpointer, interrupt_after=interrupt_after)
 
 
+@dataclass(frozen=True)
+class AgentTurn:
+    """One agent's turn of the workflow: its package, summary and the budget it had (cl100k tokens)."""
+
+    agent: str
+    step: str
+    package: ContextPackage
+    summary: RetrievalSummary
+    budget: int
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What :func:`run_demo` did: the ingest (None with ``deal_id``), the LangGraph thread and each agent's turn."""
+
+    deal_id: str
+    ingest: dict[str, int] | None
+    thread_id: str
+    checkpoints: Path
+    findings: dict[str, Any]
+    agents: list[AgentTurn]
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``retrieval-node demo --json`` document."""
+        return {
+            "deal_id": self.deal_id,
+            "ingest": self.ingest,
+            "thread_id": self.thread_id,
+            "findings": self.findings,
+            "agents": [{"agent": a.agent, "step": a.step, "package": a.package.model_dump(mode="json"),
+                        "summary": a.summary.model_dump(mode="json")} for a in self.agents],
+        }
+
+
+def run_demo(store: str | Path | None = None, *, deal_id: str | None = None, trust: TrustContext | None = None,
+             progress: bool = False) -> DemoResult:
+    """The main job (``retrieval-node demo``): ingest the bundled sample deal and its pattern memories into the store
+    at ``store`` (default ``$RETRIEVAL_NODE_HOME``, else ``./.retrieval-node``), then run the workflow with every adapter
+    and a SQLite checkpointer in the store. With ``deal_id`` nothing is ingested and that deal is used.
+
+    >>> result = run_demo("/tmp/rn-demo")                                  # doctest: +SKIP
+    >>> [(a.agent, len(a.package.ordered_chunks)) for a in result.agents]  # doctest: +SKIP
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from .agent import RetrievalAgent
+    from .ingest import Ingestor, add_patterns, read_patterns
+    from .store import Store
+
+    trust = trust or TrustContext(max_sensitivity="confidential", authenticated=True, actor_id="demo")
+    with Store.open(store) as st:
+        ingest_note = None
+        if deal_id is None:
+            chunks, patterns_file = sample_deal_files()
+            report = Ingestor(st).ingest([chunks], progress=progress)
+            patterns, _ = read_patterns(patterns_file)
+            added, _unchanged = add_patterns(st, patterns)
+            ingest_note = {"ingested": report.ingested, "unchanged": report.unchanged, "rejected": len(report.rejected), "patterns_added": added}
+        deal = deal_id or SAMPLE_DEAL_ID
+        retrieval_agent = RetrievalAgent(st, trust=trust)
+        thread_id = f"demo-{deal}-{uuid.uuid4().hex[:8]}"
+        checkpoints = st.home / "checkpoints.sqlite"
+        with SqliteSaver.from_conn_string(str(checkpoints)) as saver:
+            graph = build_workflow(RetrievalNode(retrieval_agent), checkpointer=saver)
+            try:
+                final = graph.invoke(initial_state(deal), {"configurable": {"thread_id": thread_id}})
+            finally:
+                retrieval_agent.close()
+        turns = [
+            AgentTurn(agent=step.split("_", 1)[1], step=step, package=package_of(final, step), summary=summary_of(final, step),
+                      budget=st.config.agents[step.split("_", 1)[1]].max_tokens_budget)
+            for step in sorted(final["context_packages"])
+        ]
+    return DemoResult(deal_id=deal, ingest=ingest_note, thread_id=thread_id, checkpoints=checkpoints,
+                      findings=dict(final.get("findings") or {}), agents=turns)
+
+
 def initial_state(deal_id: str = SAMPLE_DEAL_ID, *, stage: str = "DILIGENCE", agents: list[str] | None = None) -> DealState:
     return DealState(deal_id=deal_id, deal_stage=stage, agent_queue=list(agents or AGENT_ORDER), findings={},
                      context_packages={}, retrieval_summaries={}, audit_ids={})
 
 
-__all__ = ["AGENT_ORDER", "SAMPLE_DEAL_ID", "build_workflow", "initial_state", "plan", "review", "sample_data_dir", "sample_deal_files"]
+__all__ = [
+    "AGENT_ORDER",
+    "SAMPLE_DEAL_ID",
+    "AgentTurn",
+    "DemoResult",
+    "build_workflow",
+    "initial_state",
+    "plan",
+    "review",
+    "run_demo",
+    "sample_data_dir",
+    "sample_deal_files",
+]
