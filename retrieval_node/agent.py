@@ -164,21 +164,35 @@ class RetrievalAgent:
         self.audit.close()
 
     # -- replay --------------------------------------------------------------------------
-    def replay(self, audit_id: str) -> tuple[ContextPackage, RetrievalSummary]:
+    def replay(self, audit_id: str, *, trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary]:
         """The package exactly as it was given, from its audit snapshot; nothing is retrieved again.
 
-        Raises :class:`~retrieval_node.errors.IntegrityError` when the snapshot or the package inside it
-        does not match its hash.
+        The caller's trust applies as in a retrieval: a package holding anything above it is refused
+        (:class:`~retrieval_node.errors.AccessDenied`). Raises :class:`~retrieval_node.errors.IntegrityError`
+        when the snapshot or the package inside it does not match its hash.
         """
-        return replay_snapshot(self.audit, audit_id)
+        return replay_snapshot(self.audit, audit_id, self._trust(trust))
 
 
-def replay_snapshot(audit: AuditLog, audit_id: str) -> tuple[ContextPackage, RetrievalSummary]:
+def replay_snapshot(audit: AuditLog, audit_id: str, trust: TrustContext) -> tuple[ContextPackage, RetrievalSummary]:
+    """The package of ``audit_id`` as it was given, if ``trust`` may read all of it (as a retrieval would let it):
+    the deal in its scopes, every chunk's content within its clearance, every redacted listing at most one level
+    above it. Anything more is :class:`AccessDenied`, not a partial package (a replay is the package as given or nothing)."""
     snap = audit.read_snapshot(audit_id)
     package = ContextPackage.model_validate(snap["package"])
     fields = package.model_dump(mode="json")
     if package_hash(fields) != package.package_hash:
         raise IntegrityError(f"audit snapshot {audit_id}: the package does not match its package_hash")
+    if not trust.in_scope(package.deal_id):
+        raise AccessDenied(f"{trust.actor_id} has no scope for deal {package.deal_id}; audit {audit_id} is not replayed")
+    if trust.agent_id is not None and package.agent_id != trust.agent_id:
+        raise AccessDenied(f"{trust.actor_id} is agent {trust.agent_id!r}; audit {audit_id} was given to {package.agent_id!r}")
+    above = [r for r in package.ordered_chunks
+             if not (trust.allows(package.deal_id, r.sensitivity) or (r.redacted and trust.allows_redacted(package.deal_id, r.sensitivity)))]
+    if above:
+        levels = sorted({r.sensitivity.value for r in above})
+        raise AccessDenied(f"{trust.actor_id} may not replay audit {audit_id}: {len(above)} of its chunk(s) are {', '.join(levels)}, "
+                           f"above the caller's clearance ({trust.max_sensitivity.value if trust.authenticated else 'public, unauthenticated'})")
     summary = RetrievalSummary.model_validate(snap["summary"])
     return package, summary
 

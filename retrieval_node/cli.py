@@ -332,10 +332,14 @@ def replay(
     audit_id: Annotated[str, typer.Argument(metavar="AUDIT_ID", show_default=False,
                                             help="Audit id from a retrieval summary (aud_...).")],
     store: StoreOpt = None,
+    max_sensitivity: SensitivityOpt = SensitivityName.confidential.value,
+    actor: ActorOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a package exactly as it was given, from its audit snapshot (hash-checked), without retrieving again."""
+    """Print a package exactly as it was given, from its audit snapshot (hash-checked), without retrieving again.
+    A package holding chunks above --max-sensitivity is refused."""
     try:
+        level = _choice("--max-sensitivity", max_sensitivity.lower(), SensitivityName)
         home = _require_store(store)
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
@@ -346,7 +350,7 @@ def replay(
     try:
         audit = AuditLog(home / "audit", registry=None)  # reading a snapshot needs no backend
         try:
-            package, summary = replay_snapshot(audit, audit_id)
+            package, summary = replay_snapshot(audit, audit_id, _cli_trust(actor, level))
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
     except RetrievalNodeError as exc:

@@ -286,7 +286,7 @@ class TrustContext(BaseModel):
     callers see public chunks only.
 
     >>> TrustContext(max_sensitivity="confidential", authenticated=True, actor_id="agent:investigator_r1")
-    TrustContext(max_sensitivity=<Sensitivity.CONFIDENTIAL: 'confidential'>, authenticated=True, actor_id='agent:investigator_r1', scopes=[])
+    TrustContext(max_sensitivity=<Sensitivity.CONFIDENTIAL: 'confidential'>, authenticated=True, actor_id='agent:investigator_r1', scopes=[], agent_id=None)
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -295,6 +295,30 @@ class TrustContext(BaseModel):
     authenticated: bool
     actor_id: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
     scopes: list[str] = Field(default_factory=list, description="e.g. ['deal:2026-ACME-0042']; empty means every deal.")
+    agent_id: str | None = Field(
+        None,
+        description="The downstream agent this caller is (e.g. 'tax_r1'), set by the host application: an intent naming "
+        "another agent is refused, so a caller cannot pick another agent's contract. None: not bound to one agent "
+        "(an operator, a workflow node serving every agent, an evaluation).",
+    )
+
+    def narrowed_by(self, other: TrustContext) -> TrustContext:
+        """The trust that both allow: the lower clearance, authenticated only if both are, the common deal scopes, and
+        the agent binding of either (``other`` may narrow this trust, never widen it)."""
+        level = min(self.max_sensitivity.level, other.max_sensitivity.level)
+        if self.scopes and other.scopes:
+            scopes = sorted(set(self.scopes) & set(other.scopes)) or ["deal:"]  # nothing in common: no deal at all
+        else:
+            scopes = list(self.scopes or other.scopes)
+        if self.agent_id is not None and other.agent_id is not None and self.agent_id != other.agent_id:
+            scopes = ["deal:"]  # two different agent bindings: nothing is both
+        return TrustContext(
+            max_sensitivity=next(s for s in Sensitivity if s.level == level),
+            authenticated=self.authenticated and other.authenticated,
+            actor_id=self.actor_id,
+            scopes=scopes,
+            agent_id=self.agent_id if self.agent_id is not None else other.agent_id,
+        )
 
     @property
     def effective_level(self) -> int:
@@ -307,7 +331,9 @@ class TrustContext(BaseModel):
         return self.in_scope(deal_id) and sensitivity_level(sensitivity) <= self.effective_level
 
     def allows_redacted(self, deal_id: str, sensitivity: str | Sensitivity) -> bool:
-        return self.in_scope(deal_id) and sensitivity_level(sensitivity) == self.effective_level + 1
+        """Whether the chunk may be listed without its content (provenance only): for an authenticated caller, one
+        level above its clearance. An unauthenticated caller learns nothing about chunks above public."""
+        return self.authenticated and self.in_scope(deal_id) and sensitivity_level(sensitivity) == self.effective_level + 1
 
 
 class ChunkReference(BaseModel):

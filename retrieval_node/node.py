@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableLambda
 
 from .agent import RetrievalAgent, intent_from_profile
 from .config import AgentProfile, NodeConfig
-from .errors import IntentError, UnknownAgentError
+from .errors import TrustRequired, IntentError, UnknownAgentError
 from .models import ContextPackage, RetrievalIntent, RetrievalSummary, TrustContext
 
 ADAPTER_GROUP = "retrieval_node.adapters"
@@ -156,17 +156,25 @@ class RetrievalNode:
         keys: StateKeys | None = None,
         trust: TrustContext | None = None,
     ) -> None:
-        """``trust`` applies when the state carries none under ``keys.trust`` (else the agent's own default)."""
+        """``trust`` is the most this node serves (else the agent's default trust); a trust in the graph state under
+        ``keys.trust`` can only narrow it, never widen it: whatever writes graph state does not choose its own clearance."""
         self.agent = agent
         self.adapters = adapters or AdapterRegistry.from_entry_points(agent.config)
         self.keys = keys or StateKeys()
         self.trust = trust
 
     def _trust(self, state: Mapping[str, Any]) -> TrustContext | None:
+        base = self.trust or self.agent.trust
         raw = state.get(self.keys.trust)
         if raw is None:
-            return self.trust
-        return raw if isinstance(raw, TrustContext) else TrustContext.model_validate(raw)
+            return base
+        asked = raw if isinstance(raw, TrustContext) else TrustContext.model_validate(raw)
+        if base is None:
+            raise TrustRequired(
+                f"graph state key {self.keys.trust!r} may narrow the node's trust, not establish it: build "
+                "RetrievalNode(agent, trust=TrustContext(...)) or RetrievalAgent(store, trust=...) in the host application"
+            )
+        return base.narrowed_by(asked)
 
     def build_intent(self, state: Mapping[str, Any]) -> tuple[str, RetrievalIntent]:
         k = self.keys

@@ -133,6 +133,8 @@ class Pipeline:
         clock = _Clock()
         if not trust.in_scope(intent.deal_id):
             raise AccessDenied(f"{trust.actor_id} has no scope for deal {intent.deal_id} (scopes: {trust.scopes})")
+        if trust.agent_id is not None and intent.agent_id != trust.agent_id:  # identity comes from the caller, not the request
+            raise AccessDenied(f"{trust.actor_id} is agent {trust.agent_id!r}; an intent of agent {intent.agent_id!r} is refused")
         fallbacks: list[str] = []
         rc = self.config.retrieval
         plan = self.plan(intent)

@@ -1,0 +1,90 @@
+"""Trust against a hostile caller (issue 16): who asks is set by the host, not by the request or the graph state.
+
+Each test is a case that got through before: replay ignored trust, graph state raised its own clearance, an
+intent chose another agent's contract, an unauthenticated caller saw provenance of confidential chunks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval_node.agent import RetrievalAgent
+from retrieval_node.errors import AccessDenied, TrustRequired
+from retrieval_node.ingest import Ingestor
+from retrieval_node.models import TrustContext
+from retrieval_node.node import RetrievalNode
+from tests.conftest import FULL_TRUST, write_jsonl
+
+DEAL = "2026-TEST-0001"
+PUBLIC = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent:reader")
+ANON = TrustContext(max_sensitivity="privileged", authenticated=False, actor_id="anonymous")
+
+
+@pytest.fixture()
+def tiered(store, make_chunk, tmp_path):
+    chunks = [
+        make_chunk("Certificate of title. Registered owner: Dana Whitford.", section="TITLE_SUMMARY", page=1, metadata={"sensitivity": "public"}),
+        make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00.", page=2, metadata={"sensitivity": "confidential"}),
+        make_chunk("Privileged solicitor note: the client may dispute caveat 262 001 442; advice of 2026/01/09.",
+                   section="CAVEATS_SECTION", page=3, metadata={"sensitivity": "privileged"}),
+    ]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", chunks)])
+    return store, chunks
+
+
+def test_replay_applies_the_callers_trust(tiered):
+    store, chunks = tiered
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    assert any(r.sensitivity.value == "privileged" and not r.redacted for r in pkg.ordered_chunks)
+    with pytest.raises(AccessDenied, match="privileged"):
+        agent.replay(summary.audit_id, trust=PUBLIC)
+    with pytest.raises(AccessDenied, match="no scope"):
+        agent.replay(summary.audit_id, trust=FULL_TRUST.model_copy(update={"scopes": ["deal:2026-OTHER-0001"]}))
+    assert agent.replay(summary.audit_id)[0] == pkg  # the clearance that made it replays it, exactly
+
+
+def test_graph_state_narrows_trust_and_never_widens_it(tiered):
+    store, _ = tiered
+    agent = RetrievalAgent(store)
+    wide = {"max_sensitivity": "privileged", "authenticated": True, "actor_id": "state-writer"}
+    node = RetrievalNode(agent, trust=PUBLIC)
+    update = node({"deal_id": DEAL, "current_agent": "investigator", "trust": wide})
+    chunks = next(iter(update["context_packages"].values()))["ordered_chunks"]
+    assert chunks and all(c["sensitivity"] == "public" or c["redacted"] for c in chunks)
+    assert not any(c["sensitivity"] == "privileged" for c in chunks)  # not even listed: two levels above public
+    narrow = RetrievalNode(agent, trust=FULL_TRUST)({"deal_id": DEAL, "current_agent": "investigator",
+                                                     "trust": PUBLIC.model_dump(mode="json")})
+    assert all(c["sensitivity"] == "public" or c["redacted"] for c in next(iter(narrow["context_packages"].values()))["ordered_chunks"])
+    with pytest.raises(TrustRequired, match="narrow"):
+        RetrievalNode(agent)({"deal_id": DEAL, "current_agent": "investigator", "trust": wide})
+
+
+def test_an_intent_cannot_choose_another_agents_contract(tiered):
+    store, _ = tiered
+    tax_caller = FULL_TRUST.model_copy(update={"agent_id": "tax_r1", "actor_id": "agent:tax_r1"})
+    agent = RetrievalAgent(store, trust=tax_caller)
+    posing = agent.intent_for("scribe", deal_id=DEAL)  # the scribe's contract allows lender instructions; tax's forbids them
+    with pytest.raises(AccessDenied, match="tax_r1"):
+        agent.retrieve_sync(posing)
+    agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))  # its own contract still works
+
+
+def test_an_unauthenticated_caller_learns_nothing_about_chunks_above_public(tiered):
+    store, chunks = tiered
+    agent = RetrievalAgent(store, trust=ANON)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    assert [r.chunk_id for r in pkg.ordered_chunks] == [chunks[0].chunk_id]
+    assert not any(r.redacted for r in pkg.ordered_chunks)
+    assert all(chunks[i].document_id not in pkg.to_prompt() or chunks[i].document_id == chunks[0].document_id for i in (1, 2))
+
+
+def test_trust_narrowing_is_a_meet():
+    a = TrustContext(max_sensitivity="privileged", authenticated=True, actor_id="host", scopes=["deal:A", "deal:B"])
+    b = TrustContext(max_sensitivity="confidential", authenticated=False, actor_id="state", scopes=["deal:B", "deal:C"], agent_id="tax_r1")
+    m = a.narrowed_by(b)
+    assert (m.max_sensitivity.value, m.authenticated, m.actor_id, m.scopes, m.agent_id) == ("confidential", False, "host", ["deal:B"], "tax_r1")
+    disjoint = a.narrowed_by(b.model_copy(update={"scopes": ["deal:Z"]}))
+    assert not disjoint.in_scope("A") and not disjoint.in_scope("Z")
+    clash = a.model_copy(update={"agent_id": "scribe_r1"}).narrowed_by(b)
+    assert not clash.in_scope("B")
