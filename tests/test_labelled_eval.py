@@ -376,3 +376,38 @@ def test_command_exit_2_names_the_malformed_file(folder, tmp_path):
     assert out.exit_code == 2
     assert json.loads(out.stdout)["error"]["type"] == "LabelledSetError"
     assert "2026-EVAL-0002.json: field intents: Field required" in out.stderr
+
+
+# -- the baselines of benchmarks/deal_quality.py ---------------------------------------------------
+
+
+def test_baselines_fill_the_same_budget_with_the_same_rendering(folder, store, counter):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from deal_quality import BaselineRetrievals
+
+    root, ids = folder
+    evaluate_labelled(store, root, agents=["tax"])  # ingests the folder
+    baselines = BaselineRetrievals(store, max_sensitivity="confidential")
+    try:
+        for method in ("dense", "bm25", "ensemble"):
+            for agent, budget in (("investigator", 4000), ("tax", 2000), ("tax", 150)):
+                intent = baselines.agent.intent_for(agent, deal_id=LOT, budget=budget)
+                pkg, summary = baselines.retrieve(method, intent)
+                assert pkg.total_tokens <= budget and pkg.total_tokens == counter.count(pkg.to_prompt())
+                sections = {s.value for s in intent.target_section_types}
+                assert all(r.section_type.value in sections and r.char_start is None for r in pkg.ordered_chunks)
+                assert pkg.risk_summary == "" and summary.missing_zones == []
+                got = {r.chunk_id for r in pkg.ordered_chunks}
+                if agent == "investigator":  # four title chunks, all fit: every ranking packs them all
+                    assert got == {ids["a_lien"], ids["a_old_mortgage"], ids["a_caveat"], ids["a_legal"]}
+                elif budget == 2000:         # the tax profile reads tax certificates only, not the offer
+                    assert got == {ids["a_tax"]}
+                else:
+                    assert got == set()       # one block does not fit in 150 tokens with the preamble
+        report = evaluate_labelled(store, root, agents=["tax"], ingest=False, retrieve=lambda i: baselines.retrieve("ensemble", i))
+        assert report.total.recall == 1.0 and report.total.false_material_claims == 0
+        assert [r.unreported_missing_zones for r in report.runs] == [[], ["tax_liens"]]  # a baseline reports no zone
+    finally:
+        baselines.close()
