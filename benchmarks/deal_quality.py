@@ -211,6 +211,13 @@ class BaselineRetrievals:
         fused = EnsembleRetriever(retrievers=[bm25, MiniLMChunkRetriever()], weights=[0.5, 0.5], id_key="chunk_id")
         return [d.metadata["chunk_id"] for d in fused.invoke(intent.query_text)]
 
+    def scope_facts(self, intent, gold: list[str]) -> tuple[int, bool]:  # noqa: ANN001
+        """(gold chunks inside the baselines' scope, whether all in-scope chunks overflow the budget)."""
+        _, members = self.members(intent)
+        ids = {c.chunk_id for c in members}
+        need = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id) + sum(self.packager.block_cost(c) for c in members)
+        return sum(1 for g in gold if g in ids), need > intent.max_tokens_budget
+
     def retrieve(self, method: str, intent):  # noqa: ANN001, ANN201
         """(ContextPackage, RetrievalSummary) of ``method`` for ``intent``: ranked chunks, whole, until the budget."""
         from retrieval_node.models import ContextPackage, RetrievalSummary
@@ -294,6 +301,16 @@ def labelled_main(args: argparse.Namespace, argv: list[str] | None) -> int:
                 reports[method] = evaluate_labelled(store, labelled, agents=agents, retrieve=retrieve, ingest=False, progress=True)
                 seconds[method] = round(time.perf_counter() - t, 1)
                 print(f"{method:<9} {reports[method].total.score_line()}  ({seconds[method]} s)", file=sys.stderr)
+            scope: dict[str, dict[str, int]] = {}
+            for deal_id, gold in labelled.golds.items():
+                for agent_name, spec in labelled.intents.items():
+                    intent = baselines.agent.intent_for(agent_name, deal_id=deal_id, stage=spec.stage, budget=spec.budget)
+                    in_scope, overflows = baselines.scope_facts(intent, gold.intents[spec.intent_id].risk_chunk_ids)
+                    acc = scope.setdefault(agent_name, {"gold": 0, "gold_in_scope": 0, "runs": 0, "scope_over_budget": 0})
+                    acc["gold"] += len(gold.intents[spec.intent_id].risk_chunk_ids)
+                    acc["gold_in_scope"] += in_scope
+                    acc["runs"] += 1
+                    acc["scope_over_budget"] += int(overflows)
         finally:
             baselines.close()
     wall = time.perf_counter() - t0
@@ -304,6 +321,10 @@ def labelled_main(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(_labelled_table(reports, agents))
     for method, rep in reports.items():
         print(f"{method:<9} {rep.total.score_line()}")
+    print("\nscope (the intent's sections and roles, trust up to confidential): gold inside it, and the deal x agent runs "
+          "whose in-scope chunks exceed the budget (only there can a ranking change recall)")
+    print(table(["agent", "gold in scope", "scope over budget"],
+                [[a, f"{v['gold_in_scope']}/{v['gold']}", f"{v['scope_over_budget']}/{v['runs']}"] for a, v in scope.items()]))
     payload = {
         "benchmark": f"{NAME}_labelled",
         "date": started,
@@ -313,6 +334,7 @@ def labelled_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         "machine": machine,
         "settings": {"folder": str(labelled.root), "deals": list(labelled.golds), "agents": agents, "methods": methods,
                      "intents": {a: s.model_dump(mode="json") for a, s in labelled.intents.items()}, "ingest": ingest},
+        "scope": scope,
         "reports": {m: r.model_dump(mode="json") for m, r in reports.items()},
     }
     path = write_result(result_path(f"{NAME}_labelled", args.out, args.smoke), payload)
