@@ -333,7 +333,7 @@ def labelled_main(args: argparse.Namespace, argv: list[str] | None) -> int:
         "command": " ".join([Path(sys.executable).name, sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine,
         "settings": {"folder": str(labelled.root), "deals": list(labelled.golds), "agents": agents, "methods": methods,
-                     "intents": {a: s.model_dump(mode="json") for a, s in labelled.intents.items()}, "ingest": ingest},
+                     "intents": {a: s.model_dump(mode="json") for a, s in labelled.intents.items()}, "ingest": ingest.model_dump()},
         "scope": scope,
         "reports": {m: r.model_dump(mode="json") for m, r in reports.items()},
     }

@@ -69,8 +69,12 @@ def print_report(report: LabelledReport) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # piped to a file: one line per row, not Rich's 80-column default
+        console = Console(width=220)
     table = Table("deal", "agent", "recall", "material", "tokens", "over", "zones unrep.", "zones false", "distr.",
                   "false claim", "flag prec.", "framing", "note", title=f"labelled evaluation of {report.folder}")
+    for column in table.columns[:-1]:
+        column.no_wrap = True
     for r in report.runs:
         claim = "Y" if r.false_material_claim else ("." if r.expect_nothing_material else "")
         table.add_row(r.deal_id, r.agent, f"{r.gold_found}/{r.gold}", f"{r.material_found}/{r.material}",

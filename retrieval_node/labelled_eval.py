@@ -288,7 +288,7 @@ def load_labelled_set(root: str | Path, *, agents: Sequence[str] | None = None) 
 class RunScore(BaseModel):
     """The scores of one deal x agent retrieval (definitions: module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)  # a saved report holds the computed ratios too
 
     deal_id: str
     agent: str
@@ -403,10 +403,21 @@ class ScoreTotals(BaseModel):
                 f"flag_precision={f(self.flag_precision)} errors={self.errors}/{self.runs}")
 
 
+class IngestCounts(BaseModel):
+    """What preparing the store did: chunks stored / already there, pattern memories added / already there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ingested: int = 0
+    unchanged: int = 0
+    patterns_added: int = 0
+    patterns_unchanged: int = 0
+
+
 class LabelledReport(BaseModel):
     """Every run in (deal, agent) order, totals per agent and over all runs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)  # a saved report holds the computed ratios too
 
     folder: str
     store: str
@@ -414,7 +425,7 @@ class LabelledReport(BaseModel):
     by_agent: dict[str, ScoreTotals]
     total: ScoreTotals
     elapsed_s: float
-    ingest: dict[str, int] = Field(default_factory=dict, description="ingested / unchanged chunks, patterns added")
+    ingest: IngestCounts | None = Field(None, description="None when the evaluation did not ingest (ingest=False)")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -535,7 +546,7 @@ def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
         yield lambda label: bar.update(task, advance=1, description=label)
 
 
-def prepare_store(store: Store, labelled: LabelledSet, *, progress: bool = False) -> dict[str, int]:
+def prepare_store(store: Store, labelled: LabelledSet, *, progress: bool = False) -> IngestCounts:
     """Ingest the deals that have gold and add the patterns; returns the counts. Rejected lines raise."""
     from .ingest import Ingestor, add_patterns, read_patterns
 
@@ -544,13 +555,13 @@ def prepare_store(store: Store, labelled: LabelledSet, *, progress: bool = False
         r = report.rejected[0]
         raise LabelledSetError(f"{r.file}: line {r.line}: field {r.field}: {r.error}"
                                + (f" (and {len(report.rejected) - 1} more rejected line(s))" if len(report.rejected) > 1 else ""))
-    counts = {"ingested": report.ingested, "unchanged": report.unchanged, "patterns_added": 0, "patterns_unchanged": 0}
+    added = unchanged = 0
     if labelled.patterns_file is not None:
         patterns, bad = read_patterns(labelled.patterns_file)
         if bad:
             raise LabelledSetError(f"{bad[0].file}: line {bad[0].line}: field {bad[0].field}: {bad[0].error}")
-        counts["patterns_added"], counts["patterns_unchanged"] = add_patterns(store, patterns)
-    return counts
+        added, unchanged = add_patterns(store, patterns)
+    return IngestCounts(ingested=report.ingested, unchanged=report.unchanged, patterns_added=added, patterns_unchanged=unchanged)
 
 
 def evaluate_labelled(
@@ -578,7 +589,7 @@ def evaluate_labelled(
     if unknown:
         raise LabelledSetError(f"{labelled.root / 'intents.json'}: no entry for agent(s) {unknown}; its agents: {list(labelled.intents)}")
     specs = labelled.intents if agents is None else {a: labelled.intents[a] for a in labelled.intents if a in set(agents)}
-    counts = prepare_store(store, labelled, progress=progress) if ingest else {}
+    counts = prepare_store(store, labelled, progress=progress) if ingest else None
     trust = TrustContext(max_sensitivity=EVAL_MAX_SENSITIVITY, authenticated=True, actor_id="eval:labelled")
     agent = RetrievalAgent(store, trust=trust)
     run = retrieve or agent.retrieve_sync
@@ -606,6 +617,7 @@ def evaluate_labelled(
 
 __all__ = [
     "DealGold",
+    "IngestCounts",
     "IntentGold",
     "IntentSpec",
     "LabelledReport",

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from retrieval_node.cli_eval import eval_command
 from retrieval_node.labelled_eval import (
     IntentGold,
+    LabelledReport,
     LabelledSetError,
     RunScore,
     ScoreTotals,
@@ -314,7 +315,7 @@ def test_engine_scores_what_it_is_given(folder, store, make_chunk, counter):
     report = evaluate_labelled(store, root, agents=["investigator", "tax"], retrieve=scripted)
     assert [(i.deal_id, i.intent_id, i.max_tokens_budget) for i in seen] == [
         (LOT, INV, 4000), (LOT, TAX, 2000), (CLEAN, INV, 4000), (CLEAN, TAX, 2000)]
-    assert report.ingest == {"ingested": 12, "unchanged": 0, "patterns_added": 1, "patterns_unchanged": 0}
+    assert report.ingest.model_dump() == {"ingested": 12, "unchanged": 0, "patterns_added": 1, "patterns_unchanged": 0}
     runs = {(r.deal_id, r.agent): r for r in report.runs}
     lot_tax = runs[(LOT, "tax")]
     assert (lot_tax.gold_found, lot_tax.material_found, lot_tax.excerpts, lot_tax.flags_on_material) == (1, 1, 1, 1)
@@ -340,7 +341,8 @@ def test_engine_on_the_node(folder, store):
     assert runs[(CLEAN, "tax")].unreported_missing_zones == []     # the node reports the certificate's missing liens line
     assert all(0 < r.framing_share < 1 for r in report.runs if r.total_tokens)
     again = evaluate_labelled(store, root, agents=["tax"])           # a second run ingests nothing new
-    assert again.ingest["unchanged"] == 12 and again.ingest["ingested"] == 0
+    assert LabelledReport.model_validate_json(report.model_dump_json()) == report  # a saved report loads back
+    assert again.ingest.unchanged == 12 and again.ingest.ingested == 0 and again.ingest.patterns_unchanged == 1
     assert [r.model_dump(exclude={"audit_id"}) for r in again.runs] == [
         r.model_dump(exclude={"audit_id"}) for r in report.runs if r.agent == "tax"]
 
@@ -415,3 +417,25 @@ def test_baselines_fill_the_same_budget_with_the_same_rendering(folder, store, c
         assert [r.unreported_missing_zones for r in report.runs] == [[], ["tax_liens"]]  # a baseline reports no zone
     finally:
         baselines.close()
+
+
+def test_deal_quality_labelled_mode_writes_its_table(folder, tmp_path, capsys):
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import deal_quality
+
+    root, _ = folder
+    methods = "node,dense,bm25" + (",ensemble" if importlib.util.find_spec("langchain_classic") else "")
+    out = tmp_path / "dq.json"
+    rc = deal_quality.main(["--labelled", str(root), "--store", str(tmp_path / "s"), "--agents", "investigator,tax",
+                            "--methods", methods, "--out", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert list(data["reports"]) == methods.split(",") and data["settings"]["deals"] == [LOT, CLEAN]
+    assert data["scope"]["tax"] == {"gold": 1, "gold_in_scope": 1, "runs": 2, "scope_over_budget": 0}
+    assert all(r["total"]["over_budget"] == 0 for r in data["reports"].values())
+    printed = capsys.readouterr().out
+    assert re.search(r"^total\s+node\s+100\.0% \(\d+/\d+\)", printed, re.M)
+    assert sum(line.split()[1:2] == ["SCORE"] for line in printed.splitlines()) == len(methods.split(","))
