@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -38,8 +39,9 @@ def eval_command(
     wanted = [a.strip() for a in agents.split(",") if a.strip()] if agents else None
     try:
         labelled = load_labelled_set(deals_dir, agents=wanted)  # a malformed folder fails before a store is opened
-        with tempfile.TemporaryDirectory(prefix="rn-eval-") as tmp, Store.open(store or Path(tmp) / "store") as st:
-            report = evaluate_labelled(st, labelled, progress=True)
+        with ExitStack() as stack:
+            home = store or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rn-eval-"))) / "store"
+            report = evaluate_labelled(stack.enter_context(Store.open(home)), labelled, progress=True)
     except RetrievalNodeError as exc:
         if as_json:
             typer.echo(json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}))

@@ -369,6 +369,9 @@ def test_command_json_and_table(folder, tmp_path):
     assert table.exit_code == 0, table.output
     assert re.search(r"^SCORE recall=1\.000 \(1/1\) material_recall=1\.000 \(1/1\) over_budget=0 ", table.stdout, re.M)
     assert doc["score_line"] in table.stdout
+    fresh = runner.invoke(_app(), ["eval", str(root), "--agents", "tax", "--json"])  # a temporary store, removed afterwards
+    assert fresh.exit_code == 0, fresh.output
+    assert json.loads(fresh.stdout)["score_line"] == doc["score_line"]
 
 
 def test_command_exit_2_names_the_malformed_file(folder, tmp_path):
@@ -427,7 +430,8 @@ def test_deal_quality_labelled_mode_writes_its_table(folder, tmp_path, capsys):
     import deal_quality
 
     root, _ = folder
-    methods = "node,dense,bm25" + (",ensemble" if importlib.util.find_spec("langchain_classic") else "")
+    has_bench = all(importlib.util.find_spec(m) for m in ("langchain_classic", "langchain_community", "rank_bm25"))
+    methods = "node,dense,bm25" + (",ensemble" if has_bench else "")
     out = tmp_path / "dq.json"
     rc = deal_quality.main(["--labelled", str(root), "--store", str(tmp_path / "s"), "--agents", "investigator,tax",
                             "--methods", methods, "--out", str(out)])
