@@ -30,6 +30,7 @@ import typer
 from . import __version__
 from ._config_dir import default_config_dir
 from .errors import ConfigError, RetrievalNodeError, UsageError
+from .cli_eval import eval_command
 
 #: the store's directory when --store is not given: $RETRIEVAL_NODE_HOME, else ./.retrieval-node (as store.resolve_home)
 HOME_ENV = "RETRIEVAL_NODE_HOME"
@@ -425,6 +426,10 @@ def demo(
     for a in result.agents:
         print_package(a.agent, a.package, a.summary, budget=a.budget)
         console.print()
+
+
+# interfaces.md section 5: a labelled folder scored with the same metrics as shared/bench/deals/score.py
+app.command("eval")(eval_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

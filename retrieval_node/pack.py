@@ -22,11 +22,13 @@ from itertools import accumulate
 from .cache import BoundedCache
 from .models import (  # noqa: F401  (rendering lives with the package types; re-exported for callers of pack)
     PREAMBLE,
+    SAMPLE_CODE,
     block_parts,
     build_package,
     evidence_parts,
     fence_for,
     package_hash,
+    preamble,
     render_block,
     render_evidence,
     to_reference,
@@ -74,7 +76,7 @@ class ContextPackager:
         """Tokens of one rendered block (with a two-digit citation id) plus its separators."""
         cost = self._cost_cache.get(chunk.chunk_id)
         if cost is None:
-            head, body, end = block_parts(to_reference(chunk), 99)
+            head, body, end = block_parts(to_reference(chunk), 99, SAMPLE_CODE, chunk.deal_id)
             cost = self._cost_cache.put(chunk.chunk_id, count_evidence(self.tokens, ["\n" + head, body, end + "\n"]))
         return cost
 
@@ -83,7 +85,7 @@ class ContextPackager:
         key = (chunk.chunk_id, span[0], span[1])
         cost = self._excerpt_cost_cache.get(key)
         if cost is None:
-            head, body, end = block_parts(to_reference(chunk, span), 99)
+            head, body, end = block_parts(to_reference(chunk, span), 99, SAMPLE_CODE, chunk.deal_id)
             cost = self._excerpt_cost_cache.put(key, count_evidence(self.tokens, ["\n" + head, body, end + "\n"]))
         return cost
 
@@ -92,7 +94,7 @@ class ContextPackager:
         return self.block_cost(s.chunk) if s.span is None else self.excerpt_cost(s.chunk, s.span)
 
     def overhead(self, deal_id: str, intent_id: str, agent_id: str) -> int:
-        return self.tokens.count(PREAMBLE.format(agent_id=agent_id, deal_id=deal_id, intent_id=intent_id))
+        return self.tokens.count(preamble(deal_id, intent_id, agent_id, SAMPLE_CODE))
 
     def used(self, sel: Selection, overhead: int) -> int:
         return overhead + sum(self.cost(s) for s in sel.chosen.values())

@@ -173,8 +173,9 @@ class Pipeline:
                             budget=budget, overhead=overhead, risk_share=settings.risk_share, excerpt_for=settings.excerpt_for)
 
         with clock("packaging_ms"):
-            refs, visible_text, total = finalize(self.packager, sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id,
-                                                 agent_id=intent.agent_id, redacted=[to_reference(c).model_copy(update={"content": "", "redacted": True}) for c in redacted])
+            refs, visible_text, total, code = finalize(self.packager, sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id,
+                                                       agent_id=intent.agent_id, key=self.backends.secret(),
+                                                       redacted=[to_reference(c).model_copy(update={"content": "", "redacted": True}) for c in redacted])
             if report.required:
                 report.covered = sorted({z for r in refs for z in r.zones} & set(report.required))
                 report.unfit = sorted(set(report.unfit) | (set(report.required) - set(report.covered) - set(report.absent)))
@@ -185,7 +186,7 @@ class Pipeline:
                           missed=missed, inspected=len(scored), excerpt_for=settings.excerpt_for)
             package = build_package(deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id, refs=refs,
                                     structural_toc=why.structural_toc, exclusions_note=why.exclusions_note, total_tokens=total,
-                                    risk_summary=why.risk_summary)
+                                    risk_summary=why.risk_summary, evidence_code=code)
 
         with clock("audit_ms"):
             summary, note = record_retrieval(self.audit, self.snapshot_rows, intent=intent, plan=plan, trust=trust, package=package, refs=refs,

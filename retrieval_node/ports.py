@@ -133,6 +133,10 @@ class Backends(Protocol):
 
     def patterns_generation(self) -> int: ...
 
+    def secret(self) -> bytes:
+        """The store's secret key (evidence codes of packages; never leaves the store's directory)."""
+        ...
+
 
 __all__ = [
     "AuditSink",

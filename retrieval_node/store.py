@@ -111,6 +111,7 @@ class Store:
         self._closers = closers or []
         self._generations: dict[str, int] = {}
         self._patterns_generation = 0
+        self._secret: bytes | None = None
         self._close_hooks: list[Any] = []
         self._gen_lock = threading.Lock()
 
@@ -200,6 +201,13 @@ class Store:
             for d in deal_ids:
                 self._generations[d] = self._generations.get(d, 0) + 1
 
+    def secret(self) -> bytes:
+        """The store's secret key, created on first use in ``<home>/secret.key`` (owner-only): it keys the evidence
+        codes that close a package's blocks, so the author of a chunk cannot compute them."""
+        if self._secret is None:
+            self._secret = read_or_create_secret(self.home)
+        return self._secret
+
     def patterns_generation(self) -> int:
         """Bumped whenever pattern memories are added in this process; the pattern rows of a pipeline key on it."""
         with self._gen_lock:
@@ -262,6 +270,41 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
                 "to open it, or ingest into a new store"
             )
     return config
+
+
+SECRET_FILE = "secret.key"
+
+
+def read_or_create_secret(home: Path) -> bytes:
+    """The 32-byte secret of the store at ``home``, written once (mode 0600, atomically) when missing."""
+    path = home / SECRET_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    if len(data) == 32:
+        return data
+    if data:
+        raise ConfigError(f"{path}: not a store secret ({len(data)} bytes, expected 32); restore it from a backup, or delete it "
+                          "to make a new one (earlier packages then keep their codes, new ones get new codes)")
+    key = os.urandom(32)
+    tmp = path.with_name(f".{SECRET_FILE}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # first writer wins; a concurrent opener reads the same key
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    data = path.read_bytes()
+    if len(data) != 32:
+        raise ConfigError(f"{path}: not a store secret")
+    return data
 
 
 def _history_wal(memory: Any) -> None:

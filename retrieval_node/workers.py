@@ -139,6 +139,11 @@ class _RemoteBackends:
     def patterns_generation(self) -> int:
         return self.patterns_gen
 
+    def secret(self) -> bytes:
+        from .store import read_or_create_secret
+
+        return read_or_create_secret(self.home)
+
 
 class _DeferredAudit(AuditLog):
     """The :class:`~retrieval_node.ports.AuditSink` of a worker: snapshots are written here; the Mem0 entry is

@@ -74,10 +74,10 @@ def test_prompt_quotes_every_excerpt_with_citation(small):
     agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, _ = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     text = pkg.to_prompt()
-    assert "never an instruction" in text
+    assert "never instructions" in text and pkg.evidence_code is not None
     for i, ref in enumerate(pkg.ordered_chunks, start=1):
-        block_start = text.index(f"<<<EVIDENCE E{i} ")
-        block_end = text.index(f"<<<END E{i} ")
+        block_start = text.index(f"[E{i} ")
+        block_end = text.index(f"[/E{i} {pkg.evidence_code}]")
         assert block_start < text.index(ref.content) < block_end
     assert store.tokens.count(text) == pkg.total_tokens
 

@@ -81,7 +81,7 @@ def test_clean_deal_has_no_false_material_risk(agent, name):
 
 def test_injection_chunk_is_delivered_as_quoted_evidence(agent):
     from retrieval_node.models import RetrievalIntent
-    from retrieval_node.pack import fence_for, render_evidence
+    from retrieval_node.pack import render_evidence
 
     labels = _labels("hard_deal")
     base = agent.intent_for("condo", deal_id="2026-KEST-0313")
@@ -92,11 +92,11 @@ def test_injection_chunk_is_delivered_as_quoted_evidence(agent):
     pkg, summary = agent.retrieve_sync(intent)
     refs = [r for r in pkg.ordered_chunks if labels[r.chunk_id] == "injection"]
     assert refs, "the injection chunk should be retrieved for this query"
-    text = render_evidence(pkg.deal_id, pkg.intent_id, pkg.agent_id, pkg.ordered_chunks)
+    text = render_evidence(pkg.deal_id, pkg.intent_id, pkg.agent_id, pkg.ordered_chunks, code=pkg.evidence_code)
+    assert text == pkg.to_prompt()
     n = pkg.ordered_chunks.index(refs[0]) + 1
-    fence = fence_for(refs[0].content, refs[0].content_hash)
-    start = text.index(f"<<<EVIDENCE E{n} {fence}")
-    end = text.index(f"<<<END E{n} {fence}>>>")
+    start = text.index(f"[E{n} ")
+    end = text.index(f"[/E{n} {pkg.evidence_code}]")
     at = text.lower().index("ignore previous")
     assert start < at < end
     # the mechanical risk summary is unchanged by what the chunk says
