@@ -88,3 +88,16 @@ def test_trust_narrowing_is_a_meet():
     assert not disjoint.in_scope("A") and not disjoint.in_scope("Z")
     clash = a.model_copy(update={"agent_id": "scribe_r1"}).narrowed_by(b)
     assert not clash.in_scope("B")
+
+
+def test_mem0_telemetry_is_off_whichever_backend_imports_mem0_first():
+    """Nothing is sent anywhere at run time: Mem0's telemetry switch is read at its first import, which the qdrant-edge
+    memory store makes before the registry module (it used to be on for every process that opened a store)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "MEM0_TELEMETRY"}
+    code = "import retrieval_node.backends.mem0_edge\nimport mem0.memory.telemetry as t\nprint(t.MEM0_TELEMETRY)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr[-2000:]
