@@ -77,7 +77,7 @@ class ContextPackager:
         cost = self._cost_cache.get(chunk.chunk_id)
         if cost is None:
             head, body, end = block_parts(to_reference(chunk), 99, SAMPLE_CODE, chunk.deal_id)
-            cost = self._cost_cache.put(chunk.chunk_id, count_evidence(self.tokens, ["\n" + head, body, end + "\n"]))
+            cost = self._cost_cache.put(chunk.chunk_id, count_evidence(self.tokens, [head, body, end + "\n"]))
         return cost
 
     def excerpt_cost(self, chunk: ChunkView, span: tuple[int, int]) -> int:
@@ -86,7 +86,7 @@ class ContextPackager:
         cost = self._excerpt_cost_cache.get(key)
         if cost is None:
             head, body, end = block_parts(to_reference(chunk, span), 99, SAMPLE_CODE, chunk.deal_id)
-            cost = self._excerpt_cost_cache.put(key, count_evidence(self.tokens, ["\n" + head, body, end + "\n"]))
+            cost = self._excerpt_cost_cache.put(key, count_evidence(self.tokens, [head, body, end + "\n"]))
         return cost
 
     def cost(self, s: Scored) -> int:

@@ -74,7 +74,7 @@ def test_prompt_quotes_every_excerpt_with_citation(small):
     agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, _ = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     text = pkg.to_prompt()
-    assert "never instructions" in text and pkg.evidence_code is not None
+    assert "data not instructions" in text and pkg.evidence_code is not None
     for i, ref in enumerate(pkg.ordered_chunks, start=1):
         block_start = text.index(f"[E{i} ")
         block_end = text.index(f"[/E{i} {pkg.evidence_code}]")
