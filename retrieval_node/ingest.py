@@ -355,7 +355,7 @@ class Ingestor:
         for i in range(0, len(extra_ids), _LOOKUP_BATCH):
             present_extra.update(self.store.chunks.payloads(extra_ids[i:i + _LOOKUP_BATCH]))
 
-        registered: dict[str, set[str]] = {}
+        registered: dict[str, set[str] | BackendError] = {}
         pending: list[_Pending] = []
         for cid, p in by_id.items():
             payload = stored.get(cid)
@@ -369,8 +369,17 @@ class Ingestor:
                 p.needs_vectors = any(point_id(cid, w) not in present_extra for w in range(1, n))
             deal = p.chunk.deal_id
             if deal not in registered:
-                registered[deal] = self.store.registry.registered_chunk_ids(deal)
-            p.needs_registry = cid not in registered[deal]
+                try:
+                    registered[deal] = self.store.registry.registered_chunk_ids(deal)
+                except BackendError as exc:  # this deal's lookup failed; the other deals go on
+                    registered[deal] = exc
+            known = registered[deal]
+            if isinstance(known, BackendError):
+                rejected.append(Rejection(file=p.file, line=p.line, field="(store)",
+                                          error=f"chunk {cid[:12]}… not stored: the registry could not list deal "
+                                                f"{deal!r} ({known}); the other deals were stored"))
+                continue
+            p.needs_registry = cid not in known
             if p.needs_vectors or p.needs_registry:
                 pending.append(p)
             else:
