@@ -58,7 +58,7 @@ def _usable_home(home: Path) -> None:
                              f"{HOME_ENV} at a directory (it is created if missing)")
     try:
         home.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as exc:  # a parent is a file
+    except (FileExistsError, NotADirectoryError) as exc:  # a parent is a file
         raise StorePathError(f"cannot create the store directory {home}: a parent of it is a file ({exc})") from exc
     except OSError as exc:
         raise StorePathError(f"cannot create the store directory {home}: {exc.strerror or exc}; "
