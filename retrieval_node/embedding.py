@@ -129,6 +129,14 @@ class SentenceTransformerEmbedder:
         vectors = self._encode(flat)
         return _mean_pool(vectors, np.asarray(owner), len(texts))
 
+    def embed_windows(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`embed` for texts already cut by :meth:`window_spans` to at most :attr:`max_tokens` word pieces
+        (ingest): they are not tokenised a second time. A cut slice re-tokenised can gain a word piece or two
+        at its edges; past :attr:`max_tokens` the model's own truncation drops them (never an error)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode(list(texts))
+
     def _long_indices(self, texts: list[str]) -> set[int]:
         maybe = [i for i, t in enumerate(texts) if len(t) > _SHORT_CHARS]
         if not maybe:

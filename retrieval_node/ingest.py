@@ -3,6 +3,21 @@
 Every line is checked against interfaces.md section 1 (types, enums, hashes,
 chunk id, cl100k token count). A bad line is reported with file, line, field and
 reason; the good lines are still ingested. Re-ingesting a chunk changes nothing.
+Beyond the interface's rules, a line is rejected (never repaired) when it
+
+* repeats a key in one object (``json.loads`` would keep the last value silently),
+* nests deeper than Python can read, or ``metadata`` deeper than ``MAX_METADATA_DEPTH``,
+* holds a lone surrogate (``"\ud800"``) anywhere, an integer beyond 64 bits or a
+  non-finite number in ``metadata``,
+* has a ``deal_id`` with any whitespace or invisible character, or a ``document_id``
+  with leading/trailing whitespace or a tab, newline or invisible character (ids
+  are used exactly as given; inner spaces of file names are allowed),
+* has a page number above ``MAX_PAGE``, or content with no visible character.
+
+A chunk the store refuses to write (vectors or registry) is reported as a
+rejection with field ``(store)``; the other chunks are still written. Before each
+batch the free disk space is checked (:func:`check_free_space`): qdrant-edge
+writes through memory-mapped sparse files, where a full disk is SIGBUS, not an error.
 
 Write order per chunk: vectors first (all windows), then the Mem0 registry
 record. Retrieval only serves chunks present in both, and a re-run completes any
@@ -530,7 +545,9 @@ class Ingestor:
         return refused
 
     def _embed_batch(self, batch: list[_Pending], spans_of: list[list[tuple[int, int]]], texts: list[str]) -> tuple[list[_Pending], list[list[VectorPoint]], list[np.ndarray]]:
-        vectors = self.store.embedder.embed(texts)
+        embedder = self.store.embedder
+        # windows of window_tokens <= 254 word pieces fit the model: skip the embedder's length check when it has one
+        vectors = getattr(embedder, "embed_windows", embedder.embed)(texts)
         groups: list[list[VectorPoint]] = []
         first: list[np.ndarray] = []
         k = 0

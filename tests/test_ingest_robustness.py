@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from retrieval_node.backends.mem0_registry import Mem0Registry
@@ -336,7 +336,9 @@ def test_fuzz_parser_names_every_broken_line(case):
         json.dumps(out.model_dump())
 
 
-@settings(max_examples=1, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+# one example of 200 lines; no shrinking (each step would be a whole ingest): a failure prints the 200 lines
+@settings(max_examples=1, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(cases=st.lists(fuzz_lines(), min_size=200, max_size=200))
 def test_fuzz_200_lines_every_valid_line_lands(cases, tmp_path_factory, embedder, node_config):
     """200 random lines in one file, ingested into a real store: every valid one lands, every broken one is
