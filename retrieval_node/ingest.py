@@ -3,6 +3,21 @@
 Every line is checked against interfaces.md section 1 (types, enums, hashes,
 chunk id, cl100k token count). A bad line is reported with file, line, field and
 reason; the good lines are still ingested. Re-ingesting a chunk changes nothing.
+Beyond the interface's rules, a line is rejected (never repaired) when it
+
+* repeats a key in one object (``json.loads`` would keep the last value silently),
+* nests deeper than Python can read, or ``metadata`` deeper than ``MAX_METADATA_DEPTH``,
+* holds a lone surrogate (``"\ud800"``) anywhere, an integer beyond 64 bits or a
+  non-finite number in ``metadata``,
+* has a ``deal_id`` with any whitespace or invisible character, or a ``document_id``
+  with leading/trailing whitespace or a tab, newline or invisible character (ids
+  are used exactly as given; inner spaces of file names are allowed),
+* has a page number above ``MAX_PAGE``, or content with no visible character.
+
+A chunk the store refuses to write (vectors or registry) is reported as a
+rejection with field ``(store)``; the other chunks are still written. Before each
+batch the free disk space is checked (:func:`check_free_space`): qdrant-edge
+writes through memory-mapped sparse files, where a full disk is SIGBUS, not an error.
 
 Write order per chunk: vectors first (all windows), then the Mem0 registry
 record. Retrieval only serves chunks present in both, and a re-run completes any
@@ -17,7 +32,10 @@ model on the CPU), so the registry costs little on top of embedding.
 from __future__ import annotations
 
 import json
+import os
 import queue
+import reprlib
+import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,16 +44,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .backends.vectors import VectorPoint, point_id
-from .errors import BackendError, UsageError
-from .models import DocumentChunk, PatternMemory
+from .errors import BackendError, NoInputFiles, StorageFullError, UsageError
+from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory
 from .store import Store
 
 #: Lines longer than this are rejected unread (a Stage-0 page chunk is a few KB).
 MAX_LINE_BYTES = 4 * 1024 * 1024
 _LOOKUP_BATCH = 512
+#: Refused chunk writes in a row after which the store, not the chunks, is taken to be failing.
+MAX_CONSECUTIVE_WRITE_FAILURES = 32
+#: Free space always left on the store's disk (bytes) on top of what an ingest is estimated to need.
+FREE_SPACE_RESERVE = 64 * 1024 * 1024
 
 
 class Rejection(BaseModel):
@@ -47,6 +69,11 @@ class Rejection(BaseModel):
     line: int
     field: str
     error: str
+
+    @field_validator("file", "field", "error")
+    @classmethod
+    def _printable_text(cls, value: str) -> str:
+        return value if value.isascii() else _printable(value)
 
 
 class IngestReport(BaseModel):
@@ -73,15 +100,23 @@ class _Pending:
     needs_vectors: bool = True
     needs_registry: bool = True
     record: dict[str, Any] = field(default_factory=dict)
+    refused: bool = False  # the store refused its write (reported as a rejection)
 
 
 def iter_jsonl_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand files and folders (recursively, ``*.jsonl``) in a stable order."""
+    """Expand files and folders (recursively, ``*.jsonl``) in a stable order.
+
+    A missing path, or a folder without any ``*.jsonl`` file, is a :class:`UsageError` naming it.
+    """
     files: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            files.extend(sorted(q for q in p.rglob("*.jsonl") if q.is_file()))
+            found = sorted(q for q in p.rglob("*.jsonl") if q.is_file())
+            if not found:
+                raise NoInputFiles(f"ingest folder {p} holds no *.jsonl file (searched recursively); "
+                                   "pass the folder of Stage-0 chunk files, or the files themselves")
+            files.extend(found)
         elif p.is_file():
             files.append(p)
         else:
@@ -93,16 +128,79 @@ def _field_of(err: dict[str, Any]) -> str:
     return ".".join(str(p) for p in err["loc"]) or "(line)"
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlevel = 3
+
+
 def _describe(err: dict[str, Any]) -> str:
-    value = err.get("input")
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return f"{err['msg']} (got {shown})"
+    # reprlib: bounded in length and depth whatever the input (a 900-deep list must not recurse here)
+    return f"{err['msg'].removeprefix('Value error, ')} (got {_REPR.repr(err.get('input'))})"
 
 
-def parse_chunk_line(raw: bytes, *, file: str, line: int, count_tokens: Callable[[str], int] | None) -> DocumentChunk | Rejection:
-    """Validate one JSONL line; never raises for bad input."""
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates escaped, so a rejection can always be printed and dumped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return d
+
+
+#: One decoder for every line: duplicate keys raise instead of the last one winning silently.
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+
+class _Dup(dict[str, Any]):
+    dup: str = ""
+
+
+def _marking_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = _Dup(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                d.dup = k
+                break
+            seen.add(k)
+    return d
+
+
+def _duplicate_path(text: str) -> str | None:
+    """Dotted path of the first duplicated key (error path only: the line is decoded a second time)."""
+    data = json.JSONDecoder(object_pairs_hook=_marking_pairs).decode(text)
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Dup):
+            if value.dup:
+                return f"{path}.{value.dup}" if path else value.dup
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+    return None
+
+
+def load_json_object(raw: bytes, *, file: str, line: int) -> dict[str, Any] | Rejection:
+    """Decode one JSONL line into an object, or say why not (file, line, field); never raises for bad input.
+
+    Stricter than ``json.loads``: duplicate keys are an error (naming the key's path), nesting past Python's
+    recursion limit is a rejection and not a ``RecursionError``, and so are integers over 4,300 digits.
+    """
 
     def reject(field_name: str, error: str) -> Rejection:
         return Rejection(file=file, line=line, field=field_name, error=error)
@@ -114,34 +212,66 @@ def parse_chunk_line(raw: bytes, *, file: str, line: int, count_tokens: Callable
     except UnicodeDecodeError as exc:
         return reject("(line)", f"not valid UTF-8 at byte {exc.start}: {raw[exc.start:exc.start + 4]!r}")
     try:
-        data = json.loads(text)
+        data = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         return reject("(line)", f"not valid JSON: {exc.msg} at column {exc.colno}")
+    except _DuplicateKey as exc:
+        path = _duplicate_path(text) or exc.key
+        return reject(path, f"key {exc.key!r} appears twice in one object; which value is meant is ambiguous, so neither is taken")
+    except RecursionError:
+        return reject("(line)", "JSON nested too deeply to read (a chunk line nests 3 levels; "
+                                f"metadata may nest at most {MAX_METADATA_DEPTH})")
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        return reject("(line)", f"not readable JSON: {str(exc)[:120]}")
     if not isinstance(data, dict):
         return reject("(line)", f"a chunk must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+_CHUNK_FIELDS = frozenset(DocumentChunk.model_fields)
+
+
+def parse_chunk_line(raw: bytes, *, file: str, line: int, count_tokens: Callable[[str], int] | None) -> DocumentChunk | Rejection:
+    """Validate one JSONL line; never raises for bad input (the line is decoded once)."""
+
+    def reject(field_name: str, error: str) -> Rejection:
+        return Rejection(file=file, line=line, field=field_name, error=error)
+
+    data = load_json_object(raw, file=file, line=line)
+    if isinstance(data, Rejection):
+        return data
+    if not _CHUNK_FIELDS.issuperset(data):
+        key = next(k for k in data if k not in _CHUNK_FIELDS)
+        return reject(key, f"unknown field {_REPR.repr(key)}; a chunk has exactly the fields {sorted(_CHUNK_FIELDS)}")
     wrong = _has_wrong_json_types(data)
     if wrong:
-        return reject(wrong, f"must be a JSON number, got {type(data[wrong]).__name__} {data[wrong]!r}")
+        return reject(wrong, f"must be a JSON number, got {type(data[wrong]).__name__} {_REPR.repr(data[wrong])}")
     try:
         chunk = DocumentChunk.model_validate(data, strict=False)
     except ValidationError as exc:
-        errors = exc.errors()
-        # Report the field the line got wrong; a model-level consistency error names its field in the text.
-        first = errors[0]
-        name = _field_of(first)
-        msg = first["msg"]
-        if name == "(line)" or not first["loc"]:
-            # model-level checks start their message with the field they found wrong
-            lead = msg.removeprefix("Value error, ").split(" ", 1)[0]
-            if lead in DocumentChunk.model_fields:
-                name = lead
-        extra = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        return reject(name, _describe(first) + extra)
+        return _rejection_of(exc, file=file, line=line)
     if count_tokens is not None:
         actual = count_tokens(chunk.content)
         if actual != chunk.token_count:
             return reject("token_count", f"token_count {chunk.token_count} is not the cl100k count of content ({actual})")
     return chunk
+
+
+def _rejection_of(exc: ValidationError, *, file: str, line: int, fields: Iterable[str] = DocumentChunk.model_fields) -> Rejection:
+    """The first error of ``exc`` as a rejection naming the field the line got wrong."""
+    errors = exc.errors()
+    first = errors[0]
+    name = _field_of(first)
+    msg = first["msg"].removeprefix("Value error, ")
+    lead = msg.split(" ", 1)[0].rstrip(":")
+    if name == "(line)" or not first["loc"]:
+        # model-level checks start their message with the field they found wrong
+        if lead in fields:
+            name = lead
+    elif lead.startswith(name + ".") or lead.startswith(name + "["):
+        name = lead  # a nested value named by its path (metadata.source.pages)
+    extra = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return Rejection(file=file, line=line, field=name, error=_describe(first) + extra)
 
 
 def _has_wrong_json_types(data: dict[str, Any]) -> str | None:
@@ -199,11 +329,14 @@ class Ingestor:
         rejected = list(rejected or [])
         with self._lock:
             pending, unchanged = self._plan(chunks, rejected)
-            repaired = sum(1 for p in pending if not p.needs_vectors)
-            self._write(pending, progress=progress)
-        deals = sorted({p.chunk.deal_id for p in pending})
-        self.store.bump(deals)
-        return IngestReport(ingested=len(pending), unchanged=unchanged, rejected=rejected, repaired=repaired, deals=deals)
+            try:
+                refused = self._write(pending, progress=progress)
+            finally:
+                self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
+        stored = [p for p in pending if not p.refused]
+        repaired = sum(1 for p in stored if not p.needs_vectors)
+        deals = sorted({p.chunk.deal_id for p in stored})
+        return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
 
     # -- planning --------------------------------------------------------------------
     def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]) -> tuple[list[_Pending], int]:
@@ -237,7 +370,7 @@ class Ingestor:
         for i in range(0, len(extra_ids), _LOOKUP_BATCH):
             present_extra.update(self.store.chunks.payloads(extra_ids[i:i + _LOOKUP_BATCH]))
 
-        registered: dict[str, set[str]] = {}
+        registered: dict[str, set[str] | BackendError] = {}
         pending: list[_Pending] = []
         for cid, p in by_id.items():
             payload = stored.get(cid)
@@ -251,8 +384,17 @@ class Ingestor:
                 p.needs_vectors = any(point_id(cid, w) not in present_extra for w in range(1, n))
             deal = p.chunk.deal_id
             if deal not in registered:
-                registered[deal] = self.store.registry.registered_chunk_ids(deal)
-            p.needs_registry = cid not in registered[deal]
+                try:
+                    registered[deal] = self.store.registry.registered_chunk_ids(deal)
+                except BackendError as exc:  # this deal's lookup failed; the other deals go on
+                    registered[deal] = exc
+            known = registered[deal]
+            if isinstance(known, BackendError):
+                rejected.append(Rejection(file=p.file, line=p.line, field="(store)",
+                                          error=f"chunk {cid[:12]}… not stored: the registry could not list deal "
+                                                f"{deal!r} ({known}); the other deals were stored"))
+                continue
+            p.needs_registry = cid not in known
             if p.needs_vectors or p.needs_registry:
                 pending.append(p)
             else:
@@ -283,31 +425,79 @@ class Ingestor:
             "ingested_at_ts": ingested_at.timestamp(),
         }
 
-    def _write(self, pending: list[_Pending], *, progress: bool) -> None:
+    def _write(self, pending: list[_Pending], *, progress: bool) -> list[Rejection]:
+        """Embed and store ``pending``; returns a rejection for each chunk the store refused.
+
+        One chunk's failed write never stops the others: a failed batch upsert is retried chunk by chunk to
+        find the chunk at fault, and a refused registry write is reported for its chunk only. After
+        :data:`MAX_CONSECUTIVE_WRITE_FAILURES` refusals in a row the store itself is failing; the chunks not
+        yet written are then reported as not attempted instead of being tried one by one.
+        """
         if not pending:
-            return
+            return []
         rc = self.store.config.retrieval
         embedder = self.store.embedder
         now = datetime.now(UTC)
         bar = _progress(len(pending), progress)
         work: queue.Queue[Any] = queue.Queue(maxsize=2)
         failure: list[BaseException] = []
+        refused: list[Rejection] = []
+        done: set[int] = set()  # ids of the _Pending the writer finished with (stored or refused)
+        streak = [0]
+        # bytes still to write from pending[i] on (the free-space check runs before every batch)
+        left = [0] * (len(pending) + 1)
+        for i in range(len(pending) - 1, -1, -1):
+            left[i] = left[i + 1] + _bytes_needed(pending[i].chunk)
+
+        def check_space() -> None:
+            start = len(done)
+            check_free_space(self.store.home, left[start],
+                             what=f"{len(pending) - start} chunk(s) still to store ({start} of {len(pending)} stored)")
+
+        def refuse(p: _Pending, what: str, exc: BaseException) -> None:
+            p.refused = True
+            refused.append(Rejection(file=p.file, line=p.line, field="(store)",
+                                     error=f"chunk {p.chunk.chunk_id[:12]}… not stored: the {what} write failed ({exc}); "
+                                           "the other chunks were stored; run the ingest again to retry it"))
+            streak[0] += 1
+
+        def store_batch(batch: list[_Pending], groups: list[list[VectorPoint]], first_vectors: list[np.ndarray]) -> None:
+            ok = [True] * len(batch)
+            try:
+                # windows > 0 first, window 0 last: its presence marks the chunk's vectors as complete
+                self.store.chunks.upsert([pt for g in groups for pt in g[:-1]] + [g[-1] for g in groups if g])
+                self.store.chunks.flush()
+            except Exception:
+                for i, (p, g) in enumerate(zip(batch, groups, strict=True)):
+                    if not g:
+                        continue
+                    try:
+                        self.store.chunks.upsert(g)
+                        self.store.chunks.flush()
+                    except Exception as exc:
+                        ok[i] = False
+                        refuse(p, "vector", exc)
+            for p, vec, good in zip(batch, first_vectors, ok, strict=True):
+                if good and p.needs_registry:
+                    try:
+                        self.store.registry.register_chunk(p.record, p.chunk.content, vec)
+                    except Exception as exc:
+                        good = False
+                        refuse(p, "registry", exc)
+                if good:
+                    streak[0] = 0
+                done.add(id(p))
+                bar.update(1)
 
         def writer() -> None:
             while True:
                 item = work.get()
                 if item is None:
                     return
-                if failure:
+                if failure or streak[0] >= MAX_CONSECUTIVE_WRITE_FAILURES:
                     continue
-                batch, points, first_vectors = item
                 try:
-                    self.store.chunks.upsert(points)
-                    self.store.chunks.flush()
-                    for p, vec in zip(batch, first_vectors, strict=True):
-                        if p.needs_registry:
-                            self.store.registry.register_chunk(p.record, p.chunk.content, vec)
-                        bar.update(1)
+                    store_batch(*item)
                 except BaseException as exc:  # surfaced on the calling thread below
                     failure.append(exc)
 
@@ -319,19 +509,21 @@ class Ingestor:
             texts: list[str] = []
             spans_of: list[list[tuple[int, int]]] = []
             for p in pending:
-                if failure:
+                if failure or streak[0] >= MAX_CONSECUTIVE_WRITE_FAILURES:
                     break
                 p.record = self._record(p.chunk, now)
-                spans = embedder.window_spans(p.chunk.content, rc.window_tokens, rc.window_overlap_tokens) if p.needs_vectors else [(0, len(p.chunk.content))]
+                spans = embedder.window_spans(p.chunk.content, rc.window_tokens, rc.window_overlap_tokens)
                 if not p.needs_vectors:
-                    spans = spans[:1]
+                    spans = spans[:1]  # repair: the registry's vector is the first window's, as on a first ingest
                 batch.append(p)
                 spans_of.append(spans)
                 texts.extend(p.chunk.content[s:e] for s, e in spans)
                 if len(texts) >= window_budget:
+                    check_space()
                     work.put(self._embed_batch(batch, spans_of, texts))
                     batch, texts, spans_of = [], [], []
             if batch and not failure:
+                check_space()
                 work.put(self._embed_batch(batch, spans_of, texts))
         finally:
             work.put(None)
@@ -342,14 +534,26 @@ class Ingestor:
             if isinstance(exc, BackendError):
                 raise exc
             raise BackendError(f"ingest write failed: {exc}") from exc
+        if streak[0] >= MAX_CONSECUTIVE_WRITE_FAILURES:
+            last = refused[-1].error if refused else ""
+            for p in pending:
+                if id(p) not in done:
+                    p.refused = True
+                    refused.append(Rejection(file=p.file, line=p.line, field="(store)",
+                                             error=f"chunk {p.chunk.chunk_id[:12]}… not attempted: the store refused "
+                                                   f"{MAX_CONSECUTIVE_WRITE_FAILURES} chunks in a row (last: {last[:200]})"))
+        return refused
 
-    def _embed_batch(self, batch: list[_Pending], spans_of: list[list[tuple[int, int]]], texts: list[str]) -> tuple[list[_Pending], list[VectorPoint], list[np.ndarray]]:
-        vectors = self.store.embedder.embed(texts)
-        points: list[VectorPoint] = []
+    def _embed_batch(self, batch: list[_Pending], spans_of: list[list[tuple[int, int]]], texts: list[str]) -> tuple[list[_Pending], list[list[VectorPoint]], list[np.ndarray]]:
+        embedder = self.store.embedder
+        # windows of window_tokens <= 254 word pieces fit the model: skip the embedder's length check when it has one
+        vectors = getattr(embedder, "embed_windows", embedder.embed)(texts)
+        groups: list[list[VectorPoint]] = []
         first: list[np.ndarray] = []
         k = 0
         for p, spans in zip(batch, spans_of, strict=True):
             first.append(vectors[k])
+            group: list[VectorPoint] = []
             if p.needs_vectors:
                 n = len(spans)
                 for w, (s, e) in enumerate(spans):
@@ -369,11 +573,66 @@ class Ingestor:
                         payload.update(p.record)
                         payload["content"] = p.chunk.content
                         payload["stage0_metadata"] = p.chunk.metadata.model_dump(mode="json")
-                    points.append(VectorPoint(point_id(p.chunk.chunk_id, w), vectors[k + w], payload))
+                    group.append(VectorPoint(point_id(p.chunk.chunk_id, w), vectors[k + w], payload))
+                group.append(group.pop(0))  # window 0 last (see store_batch)
+            groups.append(group)
             k += len(spans)
-        # window 0 last: its presence marks the chunk's vectors as complete
-        points.sort(key=lambda pt: pt.payload["window"] == 0)
-        return batch, points, first
+        return batch, groups, first
+
+
+def _bytes_needed(chunk: DocumentChunk) -> int:
+    """Rough upper estimate of the disk bytes one chunk takes: its text in the vector payload, in Mem0's
+    payload, in Mem0's history and in two write-ahead logs; a vector (and its WAL copy) per window in each
+    store; a few KB of metadata per record."""
+    text = len(chunk.content) * 4  # characters -> UTF-8 bytes, pessimistic
+    windows = chunk.token_count // 120 + 1  # 200-word-piece windows, word pieces >= cl100k tokens
+    return 5 * text + windows * 4 * 384 * 4 + 16 * 1024
+
+
+def _sparse_holes(home: Path) -> int:
+    """Bytes that files under ``home`` may still claim without growing: qdrant-edge creates its files sparse
+    (``ftruncate``) and writes them through ``mmap``, so filling a hole takes disk space at page-fault time,
+    where a full disk is a SIGBUS, not an error."""
+    holes = 0
+    stack = [home]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+                elif e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    holes += max(0, st.st_size - st.st_blocks * 512)
+            except OSError:
+                continue
+    return holes
+
+
+def check_free_space(home: Path, needed: int, *, what: str) -> None:
+    """Raise :class:`StorageFullError` unless the disk of ``home`` can take ``needed`` bytes more, plus the
+    holes of the store's sparse mmap'd files, plus :data:`FREE_SPACE_RESERVE`.
+
+    Conservative on purpose: every hole is counted as if this write filled it (the payload-index maps are
+    written at scattered offsets), because running out of space inside a mapped file kills the process with
+    SIGBUS (exit 135) instead of raising, possibly half-way through a write. Files the shards add while
+    growing hold the data counted in ``needed``."""
+    free = shutil.disk_usage(home).free
+    holes = _sparse_holes(home)
+    required = needed + holes + FREE_SPACE_RESERVE
+    if free < required:
+        mib = 1024 * 1024
+        raise StorageFullError(
+            f"not enough disk space under {home}: {free // mib} MiB free, about {required // mib} MiB needed for "
+            f"{what} (data ~{needed // mib} MiB, space the store's memory-mapped files may fill "
+            f"~{holes // mib} MiB, reserve {FREE_SPACE_RESERVE // mib} MiB); nothing more was "
+            "written. Free space on that disk (or point --store / RETRIEVAL_NODE_HOME at a larger one) and run the "
+            "ingest again: chunks already stored are kept and reported unchanged"
+        )
 
 
 def _progress(total: int, enabled: bool) -> Any:
@@ -393,19 +652,23 @@ def _progress(total: int, enabled: bool) -> Any:
 
 
 def read_patterns(path: Path) -> tuple[list[PatternMemory], list[Rejection]]:
-    """Parse a pattern-memory JSONL file (interfaces.md section 2)."""
+    """Parse a pattern-memory JSONL file (interfaces.md section 2), with the chunk lines' strict JSON rules."""
     good: list[PatternMemory] = []
     bad: list[Rejection] = []
+    name = str(path)
     with open(path, "rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             raw = raw.strip()
             if not raw:
                 continue
+            data = load_json_object(raw, file=name, line=line_no)
+            if isinstance(data, Rejection):
+                bad.append(data)
+                continue
             try:
-                good.append(PatternMemory.model_validate_json(raw))
+                good.append(PatternMemory.model_validate(data, strict=True))
             except ValidationError as exc:
-                first = exc.errors()[0]
-                bad.append(Rejection(file=str(path), line=line_no, field=_field_of(first), error=_describe(first)))
+                bad.append(_rejection_of(exc, file=name, line=line_no, fields=PatternMemory.model_fields))
     return good, bad
 
 
@@ -426,12 +689,16 @@ def add_patterns(store: Store, patterns: list[PatternMemory]) -> tuple[int, int]
 
 
 __all__ = [
+    "FREE_SPACE_RESERVE",
+    "MAX_CONSECUTIVE_WRITE_FAILURES",
     "MAX_LINE_BYTES",
     "IngestReport",
     "Ingestor",
     "Rejection",
     "add_patterns",
+    "check_free_space",
     "iter_jsonl_files",
+    "load_json_object",
     "parse_chunk_line",
     "read_chunks",
     "read_patterns",

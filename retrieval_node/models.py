@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
@@ -110,6 +112,93 @@ KNOWN_ZONES: tuple[str, ...] = (
 )
 
 
+#: Largest page number a chunk may carry. The longest documents of a conveyancing file (condo bundles, title
+#: histories) run to a few thousand pages; a larger number is a Stage-0 bug, not a document.
+MAX_PAGE = 100_000
+#: Deepest nesting of objects/arrays accepted inside a chunk's ``metadata`` (``metadata`` itself is level 1).
+MAX_METADATA_DEPTH = 16
+_INT64 = 2**63 - 1
+#: Unicode categories of characters that carry no visible text (separators, controls, formats such as U+200B,
+#: surrogates, unassigned, private use); marks alone draw nothing either.
+_INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Cn", "Co", "Mn", "Me", "Mc"})
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """Index of the first lone surrogate in ``text`` (JSON's ``\\ud800`` escapes make them), else None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def _check_id(name: str, value: object, *, inner_spaces: bool) -> object:
+    """Ids are compared byte for byte and never stripped: whitespace or invisible characters are an error."""
+    if not isinstance(value, str):
+        return value  # the type check names it
+    if value.isascii() and value.isprintable() and (" " not in value if not inner_spaces else value[:1] != " " != value[-1:]):
+        return value  # the common case, without a loop over the characters
+    for i, ch in enumerate(value):
+        cat = unicodedata.category(ch)
+        if ch == " " and inner_spaces and 0 < i < len(value) - 1:
+            continue
+        if ch.isspace() or cat in ("Cc", "Cf", "Cs", "Zs", "Zl", "Zp"):
+            where = "leading" if i == 0 else "trailing" if i == len(value) - 1 else "inner"
+            raise ValueError(
+                f"{name} {value!r} has {where} whitespace or an invisible character (U+{ord(ch):04X} at index {i}); "
+                "ids are used exactly as given (never stripped): fix the id in Stage 0"
+            )
+    return value
+
+
+def _visible_text(content: str) -> str:
+    """``content`` if it is encodable and shows at least one letter, digit, punctuation mark or symbol."""
+    at = _lone_surrogate(content)
+    if at is not None:
+        raise ValueError(f"content has a lone surrogate U+{ord(content[at]):04X} at index {at} (not encodable text)")
+    for ch in content:
+        if ch.isascii():
+            if not ch.isspace() and ch.isprintable():
+                return content
+        elif unicodedata.category(ch) not in _INVISIBLE:
+            return content
+    raise ValueError("content has no visible text (only whitespace, control or zero-width characters)")
+
+
+def _json_problem(value: Any, path: str, depth: int = 1) -> str | None:
+    """First value under ``path`` that the store cannot hold as given: too deep, an int beyond 64 bits, a
+    non-finite float, a lone surrogate in a key or string. None when all is well. Message starts with the path."""
+    if depth > MAX_METADATA_DEPTH:
+        return f"{path}: nested more than {MAX_METADATA_DEPTH} levels deep (limit MAX_METADATA_DEPTH)"
+    if isinstance(value, str):
+        at = _lone_surrogate(value)
+        return None if at is None else f"{path}: lone surrogate U+{ord(value[at]):04X} at index {at} (not encodable text)"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if -_INT64 - 1 <= value <= _INT64 else f"{path}: integer {str(value)[:24]}... is outside the 64-bit range"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path}: {value} is not a finite number"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = str(k)
+            at = _lone_surrogate(key)
+            if at is not None:
+                return f"{path}: key {key!r} has a lone surrogate at index {at}"
+            problem = _json_problem(v, f"{path}.{key}", depth + 1)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            problem = _json_problem(v, f"{path}[{i}]", depth + 1)
+            if problem:
+                return problem
+    return None
+
+
 def sha256_hex(text: str) -> str:
     """sha256 hex digest of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -144,7 +233,24 @@ class ChunkMetadata(BaseModel):
         bad = [e for e in ids if ":" not in e or not e.split(":", 1)[1]]
         if bad:
             raise ValueError(f"entity ids must look like 'type:id', got {bad}")
+        for e in ids:
+            _check_id("entity id", e, inner_spaces=False)
         return ids
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_extras(cls, data: Any) -> Any:
+        """Unknown keys are kept verbatim, so they must be storable: bounded depth, 64-bit ints, finite
+        floats, encodable text (the message starts with the dotted path, e.g. ``metadata.source.pages``)."""
+        if isinstance(data, dict):
+            known = cls.model_fields
+            for key, value in data.items():
+                if key in known:
+                    continue
+                problem = _json_problem({key: value}, "metadata")
+                if problem:
+                    raise ValueError(problem)
+        return data
 
 
 class DocumentChunk(BaseModel):
@@ -167,8 +273,8 @@ class DocumentChunk(BaseModel):
     deal_id: DealId
     document_id: DocumentId
     document_role: DocumentRole
-    page_start: int = Field(ge=1)
-    page_end: int = Field(ge=1)
+    page_start: int = Field(ge=1, le=MAX_PAGE)
+    page_end: int = Field(ge=1, le=MAX_PAGE)
     section_type: SectionType
     content: str = Field(min_length=1)
     token_count: int = Field(ge=0, description="cl100k_base tokens of content.")
@@ -176,12 +282,22 @@ class DocumentChunk(BaseModel):
     content_hash: Sha256Hex
     metadata: ChunkMetadata = Field(default_factory=ChunkMetadata)
 
+    @field_validator("deal_id", mode="before")
+    @classmethod
+    def _exact_deal_id(cls, value: object) -> object:
+        # before the type's strip_whitespace: " D1" must not quietly become "D1" (another deal's id)
+        return _check_id("deal_id", value, inner_spaces=False)
+
+    @field_validator("document_id", mode="before")
+    @classmethod
+    def _exact_document_id(cls, value: object) -> object:
+        # inner single spaces are allowed: document ids are file names ("title search.pdf")
+        return _check_id("document_id", value, inner_spaces=True)
+
     @field_validator("content")
     @classmethod
-    def _not_blank(cls, content: str) -> str:
-        if not content.strip():
-            raise ValueError("content must not be blank")
-        return content
+    def _visible_text(cls, content: str) -> str:
+        return _visible_text(content)
 
     @model_validator(mode="after")
     def _consistent(self) -> DocumentChunk:
@@ -670,6 +786,17 @@ class PatternMemory(BaseModel):
     topic: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, pattern=r"^[a-z0-9_\-]+$")]
     content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
+    @field_validator("entity_id", mode="before")
+    @classmethod
+    def _exact_entity_id(cls, value: object) -> object:
+        # matched exactly against chunks' metadata.entity_ids, which are never stripped either
+        return _check_id("entity_id", value, inner_spaces=False)
+
+    @field_validator("content")
+    @classmethod
+    def _visible_content(cls, content: str) -> str:
+        return _visible_text(content)
+
     @model_validator(mode="after")
     def _entity_id_matches_type(self) -> PatternMemory:
         prefix = self.entity_id.split(":", 1)[0]
@@ -687,6 +814,8 @@ class PatternMemory(BaseModel):
 
 __all__ = [
     "KNOWN_ZONES",
+    "MAX_METADATA_DEPTH",
+    "MAX_PAGE",
     "MAX_TOKENS_BUDGET",
     "MaterialRisk",
     "CODE_DIGITS",

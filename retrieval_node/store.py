@@ -6,7 +6,7 @@ Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
     mem0_edge/        qdrant-edge shard with Mem0's memories            (mem0_vector_store: edge)
     qdrant/           qdrant-client local database                       (only for vector_backend / mem0_vector_store: qdrant
                                                                           without a server URL)
-    mem0_history.db   Mem0's history database
+    mem0_history.db   Mem0's history database (a warning at open when it is missing from a store with data)
     store.json        which engines this store was created with (opening it with others is an error)
     audit/            audit snapshots and the audit write journal
     .lock             held while a process has the store open
@@ -33,13 +33,14 @@ from .backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
 from .embedding import Embedder, SentenceTransformerEmbedder
-from .errors import BackendError, ConfigError, StoreLockedError
+from .errors import BackendError, ConfigError, StoreLockedError, StorePathError
 from .tokens import TiktokenCounter, TokenCounter
 
 log = logging.getLogger(__name__)
 
 HOME_ENV = "RETRIEVAL_NODE_HOME"
 DEFAULT_HOME = ".retrieval-node"
+HISTORY_DB = "mem0_history.db"
 
 
 def resolve_home(home: str | Path | None = None) -> Path:
@@ -47,6 +48,36 @@ def resolve_home(home: str | Path | None = None) -> Path:
     if home is not None:
         return Path(home)
     return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME)
+
+
+def _usable_home(home: Path) -> None:
+    """Create ``home`` if needed; a path that is a file, or a directory this process cannot write, is a
+    :class:`StorePathError` naming it (a store is always opened for writing: it takes a lock and keeps logs)."""
+    if home.exists() and not home.is_dir():
+        raise StorePathError(f"the store path {home} is a file, not a directory; point --store / "
+                             f"{HOME_ENV} at a directory (it is created if missing)")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:  # a parent is a file
+        raise StorePathError(f"cannot create the store directory {home}: a parent of it is a file ({exc})") from exc
+    except OSError as exc:
+        raise StorePathError(f"cannot create the store directory {home}: {exc.strerror or exc}; "
+                             "choose a directory you can write") from exc
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise StorePathError(f"the store directory {home} is not writable by this user; a store is opened for "
+                             "writing (lock file, write-ahead logs): fix its permissions or copy it somewhere writable")
+    probe = home / f".write-probe-{os.getpid()}"
+    try:  # os.access misses read-only mounts for root
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StorePathError(f"cannot write in the store directory {home} ({exc.strerror or exc}); a store is "
+                             "opened for writing: use a writable copy of it") from exc
+
+
+def _has_data(home: Path) -> bool:
+    """Whether ``home`` already holds a store (its manifest or a shard directory)."""
+    return (home / MANIFEST).exists() or (home / "vectors").is_dir() or (home / "mem0_edge").is_dir()
 
 
 class _DirLock:
@@ -126,7 +157,9 @@ class Store:
         config = config or load_config()
         rc = config.retrieval
         home = resolve_home(home)
-        home.mkdir(parents=True, exist_ok=True)
+        _usable_home(home)
+        had_data = _has_data(home)
+        history_missing = had_data and not (home / HISTORY_DB).exists()
         lock = _DirLock(home / ".lock")
         lock.acquire()
         closers: list[Any] = []
@@ -155,7 +188,7 @@ class Store:
                 collection=f"{rc.collection_prefix}_mem0",
                 dimension=rc.embedding_dimension,
                 embeddings=shared,
-                history_db_path=str(home / "mem0_history.db"),
+                history_db_path=str(home / HISTORY_DB),
             )
             if rc.mem0_vector_store == "edge":
                 mem_store = EdgeMemoryStore.open(home / "mem0_edge", dimension=rc.embedding_dimension, collection_name=f"{rc.collection_prefix}_mem0")
@@ -166,11 +199,24 @@ class Store:
             _history_wal(memory)
             registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge")
             _write_manifest(home, config)
-        except BaseException:
+        except BaseException as exc:
             for c in closers:
                 _close_quietly(c)
             lock.release()
+            if isinstance(exc, BackendError) and not isinstance(exc, StoreLockedError) and "WouldBlock" in str(exc):
+                # qdrant-edge locks its WAL: another process holds the store although .lock did not stop us
+                # (someone deleted the holder's .lock, so the lock we took is on a new file)
+                raise StoreLockedError(
+                    f"the store {home} is open in another process (its write-ahead log is locked; the store's .lock "
+                    "file was deleted while that process held it, so it cannot be named): close that process first, "
+                    "or point --store / RETRIEVAL_NODE_HOME at another directory"
+                ) from exc
             raise
+        if history_missing:
+            log.warning("store %s: %s was missing although the store holds data; Mem0 created an empty one. "
+                        "Chunk and audit records are intact (they live in the vector stores); the history of "
+                        "memory changes before now is lost. Restore the file from a backup if you need that history.",
+                        home, HISTORY_DB)
         closers.append(lock)
         legacy = [str(s._path if hasattr(s, "_path") else s.path) for s in edge_shards if s.count() >= 5_000 and s.needs_compaction()]
         if legacy:
