@@ -166,7 +166,7 @@ class BaselineRetrievals:
 
     def members(self, intent):  # noqa: ANN001, ANN201
         """The deal's chunks in the intent's sections (and roles, when it names some) that the trust reaches."""
-        view, _ = self.agent.retriever.deal_view(intent.deal_id)
+        view, _ = self.agent.pipeline.deals.view(intent.deal_id)
         sections = {s.value for s in intent.target_section_types}
         roles = {r.value for r in intent.document_roles} if intent.document_roles else None
         return view, [c for c in view.chunks.values() if c.section_type in sections and (roles is None or c.document_role in roles)
