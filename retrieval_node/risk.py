@@ -303,13 +303,17 @@ def _line_bounds(text: str, pos: int) -> tuple[int, int]:
     return text.rfind("\n", 0, pos) + 1, (end if end != -1 else len(text))
 
 
-#: A line read as one row of a table or form: dotted leaders, a pipe, a column gap, a registration number,
-#: or a short "label:" at its start. Prose lines are read by their sentence only.
-_ROW_LINE = re.compile(r"\.{3,}|\||\S  +\S|^[^.:\n]{1,40}:|\b\d{3} ?\d{3} ?\d{3}\b")
+#: A line is read as one row of a table or form (below); prose lines are read by their sentence only.
+_TABULAR_LINE = re.compile(r"\.{3,}|\||\S  +\S|\b\d{3} ?\d{3} ?\d{3}\b")
 
 
-def _is_row(line: str) -> bool:
-    return _ROW_LINE.search(line.strip()) is not None
+def _is_row(line: str, offset: int | None = None) -> bool:
+    """A table row (leaders, pipe, column gap, registration number), or a ``label: value`` line whose label holds
+    the term at ``offset`` ("Local improvement charges: ... . Annual charge $1,116.00"): its value is the term's."""
+    if _TABULAR_LINE.search(line.strip()):
+        return True
+    label = re.match(r"\s*([^.:\n]{1,40}):", line)
+    return label is not None and (offset is None or offset < label.end())
 
 
 def _heading_lines(original: str) -> set[str]:
@@ -334,8 +338,8 @@ def _is_heading(text: str, start: int, end: int, headings: set[str] = frozenset(
         return True
     if re.sub(r"[\s\-#*0-9.)(]", "", text[line_start:start]):  # only list numbering may precede a heading
         return False
-    rest = text[end:end + 1]
-    return rest in ("", ":", ".", "\n")
+    rest = text[end:line_end if line_end != -1 else len(text)]
+    return rest.strip() in ("", ":", ".")
 
 
 #: A copy of a registered instrument or court document says so somewhere: an instrument number heading, the registrar.
@@ -449,7 +453,7 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
 _CLOSED = re.compile(
     r"\b(?:rejected|defeated|declined|voted down|not (?:approved|adopted|carried|passed|proceed(?:ed|ing)?|to proceed)"
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
-    r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|paid (?:in full|out|off)|repaid|cleared"
+    r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|paid (?:in full|out|off)|cleared"
     r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges)\b"
 )
 _ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued"
@@ -505,8 +509,9 @@ def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str |
 
 #: Several units, owners or accounts reported together: the corporation's collections, not this unit's debt.
 _AGGREGATE = re.compile(
-    r"\b(?:\d+|two|three|four|five|six|seven|eight|nine|ten|several|many|some|a number of|all|other|various) "
-    r"(?:units|owners|accounts|suites|lots|titles|homes)\b|\bowners in arrears\b|\ba total of\b|\bin (?:the )?aggregate\b"
+    r"\b(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty|several|many|some|a number of"
+    r"|all|other|various) (?:units|owners|accounts|suites|lots|titles|homes)\b|\bowners in arrears\b|\ba total of\b|\bin total\b"
+    r"|\bin (?:the )?aggregate\b"
 )
 _THIS_UNIT = re.compile(r"\b(?:this|the subject|the said|subject|the seller'?s'?|vendor'?s'?) (?:unit|suite|lot|property|home)\b|\bthe unit\b")
 
@@ -659,6 +664,13 @@ def _amounts_beyond(spans: Sequence[str], floor: float) -> bool:
     return False
 
 
+def _full_stop_clause(text: str, start: int, end: int) -> str:
+    """From the term's sentence start to the next full stop or blank line: a list joined by ';' stays one clause."""
+    lo, _ = _sentence_bounds(text, start)
+    stop = re.compile(r"\.(?=\s)|\n\s*\n").search(text, end)
+    return text[lo:stop.start() if stop else len(text)]
+
+
 def _table_below(text: str, end: int, max_lines: int = 10) -> str:
     """The rows under a heading, up to a blank line."""
     eol = text.find("\n", end)
@@ -687,13 +699,13 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     llo, lhi = _line_bounds(text, start)
     sentence = text[lo:hi]
     line = text[llo:lhi]
-    spans = (sentence, line) if _is_row(line) else (sentence,)
+    spans = (sentence, line) if _is_row(line, start - llo) else (sentence,)
     if context and not any(term_pattern(c).search(s) for c in context for s in spans):
         return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
-    if min_amount is not None:  # the amount of this clause, not of the line's other sentences
+    if min_amount is not None:  # the amounts of its list, up to the full stop ("a; b; c."), not of the line's other sentences
         if _MODAL.search(sentence):
             return FACTOR_GENERIC, "generic"
-        return (FACTOR_CONCRETE, "concrete") if _amounts_beyond((sentence,), min_amount) else (FACTOR_PLAIN, "plain")
+        return (FACTOR_CONCRETE, "concrete") if _amounts_beyond((_full_stop_clause(text, start, end),), min_amount) else (FACTOR_PLAIN, "plain")
     if _OWN_AMOUNT.match(text, end, min(hi, end + 40)) and not _CONDITIONAL.search(sentence) and not _NORMATIVE.search(sentence):
         return FACTOR_CONCRETE, "concrete"  # "a credit facility of up to $1,000,000": the instrument names its own amount
     if needs_amount:
