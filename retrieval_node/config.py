@@ -234,6 +234,12 @@ class RiskTerm(_Strict):
         description="Words of which the clause must hold one for the mention to be concrete ('special resolution' decides money "
         "only beside levy, contribution, borrowing...: a pet bylaw that names an insurance amount is not a levy). Empty: no condition.",
     )
+    stale_after_years: int | None = Field(
+        None, ge=1, le=100,
+        description="Years: a risk only when the instrument on the term's line was registered more than this long before the "
+        "newest date in the text (a mortgage older than the longest amortisation was paid but never discharged); a newer one "
+        "is a routine registration. Without a registration year or a newer date nothing can be told and the mention is routine.",
+    )
     this_unit_only: bool = Field(
         False,
         description="A risk only when it concerns this unit: a clause that reports several units, owners or accounts in "

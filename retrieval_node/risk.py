@@ -734,6 +734,34 @@ def _title_factor(text: str, end: int) -> tuple[float, str]:
     return FACTOR_PLAIN, "plain"
 
 
+_YEAR_IN_DATE = re.compile(
+    r"\b\d{1,2}/\d{1,2}/((?:19|20)\d{2})\b|\b((?:19|20)\d{2})-\d{2}-\d{2}\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? ((?:19|20)\d{2})\b|\bday of [a-z]+,? ((?:19|20)\d{2})\b"
+)
+
+
+def _years(span: str) -> list[int]:
+    return [int(next(g for g in m.groups() if g)) for m in _YEAR_IN_DATE.finditer(span)]
+
+
+def registration_age(text: str, start: int) -> int | None:
+    """Years between the registration on the term's line (its date, or else the year that opens an Alberta
+    registration number: "982 114 556" is 1998) and the newest date anywhere in the text; None when either is missing."""
+    lo, hi = _line_bounds(text, start)
+    line = text[lo:hi]
+    years = _years(line)
+    if years:
+        year = min(years)
+    else:
+        number = _REGISTRATION.search(line)
+        if number is None:
+            return None
+        yy = int(number.group(0)[:2])
+        year = 1900 + yy if yy > 50 else 2000 + yy
+    newest = max(_years(text), default=None)
+    return None if newest is None or newest < year else newest - year
+
+
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
@@ -754,6 +782,10 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
     if cue is None and not heading and clause_polarity(low, m.start(), m.end()) == "closed":
         cue = "closed"
+    if cue is None and t.stale_after_years is not None:
+        age = registration_age(low, m.start())
+        if age is None or age <= t.stale_after_years:
+            cue = "current registration"
     if cue is None and t.this_unit_only:
         lo, hi = _sentence_bounds(low, m.start())
         if _aggregate(low[lo:hi]):

@@ -334,6 +334,22 @@ def test_a_copy_of_an_instrument_is_read_by_its_body(text, material):
     assert bool(kinds(text, "title")) is material
 
 
+@pytest.mark.parametrize(("text", "material"), [
+    # registered 1996, searched 2026: older than any usual amortisation and still on title
+    ("RECEIVED 2026-02-11\n961 204 118   02/07/1996     M0RTGAGE\n   MORTGAGEE - PRAIRIE TRUST CO.\n   ORIGINAL PRINCIPAL AMOUNT: $71,5O0", True),
+    # no date on the line: the registration number's first two digits give the year (99 -> 1999)
+    ("SEARCH DATE: 14/01/2026\n991 300 442  MORTGAGE  MORTGAGEE - OLD BANK.", True),
+    # the seller's current mortgage is routine for the title review
+    ("SEARCH DATE: 14/01/2026\n212 330 119   28/06/2021     MORTGAGE\n   MORTGAGEE - CREDIT UNION LTD.\n   AMOUNT: $212,000", False),
+    # an old mortgage that was discharged is not on title any more
+    ("Mortgage 961 204 118 registered 02/07/1996 was discharged 15/03/2011.\nSearch date 2026-01-14", False),
+    # nothing to compare with: no newer date in the text
+    ("961 204 118   02/07/1996     MORTGAGE", False),
+])
+def test_a_mortgage_older_than_any_amortisation_is_a_stale_registration(text, material):
+    assert ("stale_mortgage" in kinds(text, "title")) is material
+
+
 def test_a_plural_section_heading_is_not_a_document_title():
     text = ("LIENS AND CHARGES\nLocal improvement charges:  none\nTax notification registered at Land Titles: none\n"
             "Other charges added to taxes: none")
@@ -396,6 +412,7 @@ def test_new_term_fields_validate():
     lex = RiskLexicon.model_validate({"domains": {"condo": {"terms": [
         {"term": "deductible", "kind": "insurance", "min_amount": 25000},
         {"term": "arrears", "kind": "arrears", "this_unit_only": True},
+        {"term": "mortgage", "kind": "stale_mortgage", "stale_after_years": 25},
         {"term": "special resolution", "kind": "special_levy", "needs_amount": True, "context": ["levy"]},
     ]}}})
     assert "special_levy" in lex.kinds()
