@@ -317,8 +317,7 @@ def test_routine_caveats_and_negatives_are_benign(text):
 
 
 def test_a_routine_subject_of_the_next_instrument_does_not_clear_this_one():
-    text = ("262 118 450   06/02/2026     CAVEAT\n   CAVEATOR - 1234567 ALBERTA LTD.\n"
-            "262 118 451   06/02/2026     UTILITY RIGHT OF WAY")
+    text = "262 118 450  CAVEAT  CAVEATOR - ABC LTD.\n262 118 451  EASEMENT"
     assert "caveat" in kinds(text, "title")
 
 
