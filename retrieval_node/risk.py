@@ -2,11 +2,20 @@
 
 * :func:`normalise_ocr` and :func:`term_pattern`: lexicon terms matched on OCR-normalised text,
   tolerant of the usual confusions (1/l/i, 0/o, 5/s) and of hyphenated line breaks.
+* :func:`parse_amounts`: dollar amounts read as amounts, after OCR digits are repaired ("$1,86O.42",
+  "$l,250.00"), negative in parentheses; :func:`row_value` and :func:`column_value` read the cell a
+  term labels in a table or form ("Arrears ...... NIL", "| Penalty | - |": nothing owing).
+* :func:`clause_polarity`: what the clause decided about the thing named ("approved", "carried" vs
+  "rejected", "defeated", "fully collected", "hereby discharges"), the nearest verdict governing.
 * :func:`risk_signal`: the configured lexicon read in context. A mention is discounted when a
   benign cue neutralises it ("no caveats registered", "discharged", "paid in full", "caveat
-  emptor"), weighed by what its sentence states (:func:`mention_factor`: an instrument number, an
-  amount or a date makes it concrete; "may", "shall", "any" make it generic), and numeric
-  detectors (:func:`reserve_shortfall`) add risks stated only in numbers.
+  emptor"), when its row or column says nothing is owing, when its clause is closed, when a
+  ``this_unit_only`` term reports several units in aggregate, or when a stale-only registration is
+  recent; it is weighed by what its sentence states (:func:`mention_factor`: an instrument number,
+  an amount, a date or a decision makes it concrete; "may", "shall", "any" make it generic). A copy
+  of an instrument is read by its body. Numeric detectors add risks stated without the usual words:
+  :func:`reserve_shortfall` and :func:`negative_reserve_balance` (a reserve below its benchmark or
+  projected below zero) and :func:`owner_assessments` (an amount charged to every owner is a levy).
 * :func:`best_risk_span`: the verbatim passage that carries a chunk's strongest risk (what the
   packager quotes when the whole chunk does not fit).
 
@@ -931,10 +940,17 @@ __all__ = [
     "RiskSignal",
     "any_term_pattern",
     "best_risk_span",
+    "clause_polarity",
+    "column_value",
     "mention_factor",
+    "negative_reserve_balance",
     "normalise_ocr",
+    "owner_assessments",
+    "parse_amounts",
+    "registration_age",
     "reserve_shortfall",
     "risk_signal",
+    "row_value",
     "sentence_ends",
     "term_pattern",
 ]
