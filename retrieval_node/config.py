@@ -240,6 +240,11 @@ class RiskTerm(_Strict):
         "newest date in the text (a mortgage older than the longest amortisation was paid but never discharged); a newer one "
         "is a routine registration. Without a registration year or a newer date nothing can be told and the mention is routine.",
     )
+    unless: list[str] = Field(
+        default_factory=list,
+        description="Words that, in the clause, make the mention something other terms read ('special resolution' beside "
+        "'borrow' is a borrowing, not a levy). Empty: no condition.",
+    )
     this_unit_only: bool = Field(
         False,
         description="A risk only when it concerns this unit: a clause that reports several units, owners or accounts in "

@@ -690,7 +690,7 @@ def _table_below(text: str, end: int, max_lines: int = 10) -> str:
 
 
 def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
-                   context: Sequence[str] = ()) -> tuple[float, str]:
+                   context: Sequence[str] = (), unless: Sequence[str] = ()) -> tuple[float, str]:
     """How much one mention says about this deal, from the sentence (and, for a table row, the line) around it.
 
     An instrument number makes it concrete; otherwise normative or conditional
@@ -702,14 +702,15 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     "deductible", "holdback") only a money amount above zero makes the mention concrete; with ``min_amount``,
     only one above that (not counting catastrophe perils); normative wording still makes it generic, and
     anything else (a date, a registration number) leaves it plain. With ``context``, the clause must also
-    hold one of those words.
+    hold one of those words, and with ``unless``, none of those.
     """
     lo, hi = _sentence_bounds(text, start)
     llo, lhi = _line_bounds(text, start)
     sentence = text[lo:hi]
     line = text[llo:lhi]
     spans = (sentence, line) if _is_row(line, start - llo) else (sentence,)
-    if context and not any(term_pattern(c).search(s) for c in context for s in spans):
+    if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
+            term_pattern(u).search(s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
     if min_amount is not None:  # the amounts of its list, up to the full stop ("a; b; c."), not of the line's other sentences
         if _MODAL.search(sentence):
@@ -774,7 +775,7 @@ def registration_age(text: str, start: int) -> int | None:
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
-    title = not (t.needs_amount or t.min_amount is not None or t.context) and _is_title(low, m.start(), m.end(), t.term)
+    title = not (t.needs_amount or t.min_amount is not None or t.context or t.unless) and _is_title(low, m.start(), m.end(), t.term)
     heading = not title and _is_heading(low, m.start(), m.end(), headings)
     if heading and t.min_amount is None:
         return None
@@ -806,7 +807,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         return (None, FACTOR_CONCRETE, "concrete") if _amounts_beyond((below,), t.min_amount or 0.0) else None
     if title:
         return (None, *_title_factor(low, m.end()))
-    factor, how = mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount, min_amount=t.min_amount, context=t.context)
+    factor, how = mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount, min_amount=t.min_amount, context=t.context,
+                                   unless=t.unless)
     return None, factor, how
 
 
