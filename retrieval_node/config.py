@@ -224,6 +224,32 @@ class RiskTerm(_Strict):
         description="Concrete (and so able to be material) only when its sentence or line states a money amount above zero; "
         "a date or registration number is not enough ('special resolution', 'deductible', 'holdback': routine until money is named).",
     )
+    min_amount: float | None = Field(
+        None, ge=0.0,
+        description="Dollars: concrete only when its clause (or the table under it, when the term heads one) states an amount "
+        "above this; implies needs_amount ('deductible': an ordinary $10,000 deductible is routine, $100,000 is an owner's exposure).",
+    )
+    context: list[str] = Field(
+        default_factory=list,
+        description="Words of which the clause must hold one for the mention to be concrete ('special resolution' decides money "
+        "only beside levy, contribution, borrowing...: a pet bylaw that names an insurance amount is not a levy). Empty: no condition.",
+    )
+    stale_after_years: int | None = Field(
+        None, ge=1, le=100,
+        description="Years: a risk only when the instrument on the term's line was registered more than this long before the "
+        "newest date in the text (a mortgage older than the longest amortisation was paid but never discharged); a newer one "
+        "is a routine registration. Without a registration year or a newer date nothing can be told and the mention is routine.",
+    )
+    unless: list[str] = Field(
+        default_factory=list,
+        description="Words that, in the clause, make the mention something other terms read ('special resolution' beside "
+        "'borrow' is a borrowing, not a levy). Empty: no condition.",
+    )
+    this_unit_only: bool = Field(
+        False,
+        description="A risk only when it concerns this unit: a clause that reports several units, owners or accounts in "
+        "aggregate ('7 units owing a total of $5,728') is the corporation's routine business, not this buyer's ('arrears' in minutes).",
+    )
 
 
 class RiskDomain(_Strict):
@@ -243,16 +269,23 @@ class RiskLexicon(_Strict):
     reserve_shortfall_detector: bool = Field(
         True, description="Read a reserve fund below the shortfall ratio from its numbers (condo domain; kind reserve_shortfall).",
     )
+    owner_assessment_detector: bool = Field(
+        True,
+        description="Read a levy worded without the usual words from what the clause decides: an amount per unit, by unit factor "
+        "or in instalments recovered from the owners (condo domain; kind special_levy).",
+    )
 
     def kinds(self) -> set[str]:
         """Every risk kind the lexicon can report."""
-        return {t.kind for d in self.domains.values() for t in d.terms} | ({"reserve_shortfall"} if self.reserve_shortfall_detector else set())
+        return ({t.kind for d in self.domains.values() for t in d.terms} | ({"reserve_shortfall"} if self.reserve_shortfall_detector else set())
+                | ({"special_levy"} if self.owner_assessment_detector else set()))
 
     def only_kinds(self, kinds: Sequence[str]) -> RiskLexicon:
         """The lexicon restricted to terms (and detectors) of ``kinds``: what one agent acts on."""
         keep = set(kinds)
         domains = {name: d.model_copy(update={"terms": [t for t in d.terms if t.kind in keep]}) for name, d in self.domains.items()}
-        return self.model_copy(update={"domains": domains, "reserve_shortfall_detector": self.reserve_shortfall_detector and "reserve_shortfall" in keep})
+        return self.model_copy(update={"domains": domains, "reserve_shortfall_detector": self.reserve_shortfall_detector and "reserve_shortfall" in keep,
+                                       "owner_assessment_detector": self.owner_assessment_detector and "special_levy" in keep})
 
 
 class NodeConfig(_Strict):

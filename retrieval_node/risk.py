@@ -2,11 +2,20 @@
 
 * :func:`normalise_ocr` and :func:`term_pattern`: lexicon terms matched on OCR-normalised text,
   tolerant of the usual confusions (1/l/i, 0/o, 5/s) and of hyphenated line breaks.
+* :func:`parse_amounts`: dollar amounts read as amounts, after OCR digits are repaired ("$1,86O.42",
+  "$l,250.00"), negative in parentheses; :func:`row_value` and :func:`column_value` read the cell a
+  term labels in a table or form ("Arrears ...... NIL", "| Penalty | - |": nothing owing).
+* :func:`clause_polarity`: what the clause decided about the thing named ("approved", "carried" vs
+  "rejected", "defeated", "fully collected", "hereby discharges"), the nearest verdict governing.
 * :func:`risk_signal`: the configured lexicon read in context. A mention is discounted when a
   benign cue neutralises it ("no caveats registered", "discharged", "paid in full", "caveat
-  emptor"), weighed by what its sentence states (:func:`mention_factor`: an instrument number, an
-  amount or a date makes it concrete; "may", "shall", "any" make it generic), and numeric
-  detectors (:func:`reserve_shortfall`) add risks stated only in numbers.
+  emptor"), when its row or column says nothing is owing, when its clause is closed, when a
+  ``this_unit_only`` term reports several units in aggregate, or when a stale-only registration is
+  recent; it is weighed by what its sentence states (:func:`mention_factor`: an instrument number,
+  an amount, a date or a decision makes it concrete; "may", "shall", "any" make it generic). A copy
+  of an instrument is read by its body. Numeric detectors add risks stated without the usual words:
+  :func:`reserve_shortfall` and :func:`negative_reserve_balance` (a reserve below its benchmark or
+  projected below zero) and :func:`owner_assessments` (an amount charged to every owner is a levy).
 * :func:`best_risk_span`: the verbatim passage that carries a chunk's strongest risk (what the
   packager quotes when the whole chunk does not fit).
 
@@ -22,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .config import RiskLexicon
+from .config import RiskLexicon, RiskTerm
 
 # --------------------------------------------------------------------------- risk signal
 
@@ -38,13 +47,37 @@ _CONFUSABLE = {
 }
 
 
+#: OCR letters read inside a run of digits: O/o for 0, l/I/| for 1, S for 5 ("$1,86O.42", "$l,250.00", "2O24").
+_DIGIT_FIX = str.maketrans({"o": "0", "l": "1", "i": "1", "|": "1", "s": "5"})
+_DIGIT_RUN = re.compile(r"(?<![a-z0-9])(?:[0-9oli|]|s(?=[0-9]))(?:[0-9oli|]|s(?=[0-9oli|])|[,.](?=[0-9oli|]))*(?![a-z0-9])")
+
+
+def _repair_digits(low: str) -> str:
+    def fix(m: re.Match[str]) -> str:
+        tok = m.group(0)
+        digits = sum(c.isdigit() for c in tok)
+        if digits == len(tok.replace(",", "").replace(".", "")):
+            return tok
+        if digits >= 2 or (digits >= 1 and low[max(0, m.start() - 2):m.start()].strip().endswith("$")):
+            return tok.translate(_DIGIT_FIX)
+        return tok
+    return _DIGIT_RUN.sub(fix, low)
+
+
 def normalise_ocr(text: str) -> str:
-    """Lower-case, join words hyphenated across line breaks, unify apostrophes, collapse spaces (lines kept)."""
+    """Lower-case, join words hyphenated across line breaks, unify apostrophes, repair OCR letters inside numbers.
+
+    A run of spaces becomes one space, or two where there were several (the column gap of a table row
+    stays visible); a blank line stays one blank line (the end of a paragraph or a table); other line
+    breaks are kept without their indentation.
+    """
     text = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
     text = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", text)
-    text = re.sub(r"[ \t\r\f\v]+", " ", text)
-    text = re.sub(r" ?\n[\s]*", "\n", text)
-    return text.lower()
+    text = re.sub(r"[\t\r\f\v]", "  ", text)
+    text = re.sub(r" {2,}", "  ", text)
+    text = re.sub(r" *\n *(?:\n[ \n]*)+", "\n\n", text)
+    text = re.sub(r" *\n *", "\n", text)
+    return _repair_digits(text.lower())
 
 
 @lru_cache(maxsize=4096)
@@ -105,14 +138,135 @@ class RiskSignal:
 #: A term of at least this weight, not neutralised, makes a chunk carry a material risk of its kind.
 MATERIAL_WEIGHT = 0.6
 
-_MONEY = r"\$\s?([0-9][0-9,]*(?:\.[0-9]{2})?)"
+_MONEY = r"\$\s*([0-9][0-9,]*(?:\.[0-9]{2})?)"
 _MONEY_RE = re.compile(_MONEY)
-_ZERO_AMOUNT = re.compile(r"\$\s?0(?:\.00)?(?![0-9,])|\bnil\b|\bnone\b")
 
 
 def _money(s: str) -> float:
     return float(s.replace(",", ""))
 
+
+# --------------------------------------------------------------------------- amounts
+
+#: A dollar amount, negative when in parentheses or signed: "$1,250.00", "($1,021,314)", "-$4,000", "$ 0".
+_SIGNED_MONEY = re.compile(r"(\(\s?)?(-\s?)?\$\s*(-\s?)?(\d[\d,]*(?:\.\d+)?)(?=(\s?\))?)")
+#: A bare table figure and no dollar sign: with cents ("3,604.55", "0.00") or thousands separators ("(1,299,797)");
+#: not a percentage.
+_BARE_AMOUNT = re.compile(r"(?<![\d.,$])(\(?)(-?)(?:(\d{1,3}(?:,\d{3})*|\d+)\.(\d{2})|(\d{1,3}(?:,\d{3})+))(?![\d%,])(?!\.\d)")
+
+
+def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
+    """Signed dollar amounts in normalised text (:func:`normalise_ocr` has already repaired OCR digits).
+
+    ``($1,021,314)`` and ``-$4,000`` are negative. With ``bare``, figures with cents and no dollar
+    sign count too (a flattened table: "3,604.55  0.00").
+    """
+    out: list[float] = []
+    for m in _SIGNED_MONEY.finditer(span):
+        try:
+            value = _money(m.group(4).rstrip(",."))
+        except ValueError:
+            continue
+        negative = bool(m.group(2) or m.group(3) or (m.group(1) and m.group(5)))
+        out.append(-value if negative else value)
+    if bare:
+        for m in _BARE_AMOUNT.finditer(span):
+            if span[max(0, m.start() - 3):m.start()].strip().endswith("$"):
+                continue
+            if m.group(5) is not None:
+                value = float(m.group(5).replace(",", ""))
+            else:
+                value = float(m.group(3).replace(",", "") + "." + m.group(4))
+            out.append(-value if (m.group(2) or m.group(1)) else value)
+    return out
+
+
+#: What a table cell or a status says when there is nothing: "$0.00", "0.00", "-", "nil", "none", "n/a", "not enrolled".
+_ZERO_CELL = re.compile(
+    r"(?:\(?-?\$ ?0(?:[.,]0+)?\)?|0(?:\.0+)?|[-\u2013\u2014_]+|nil|none|n/?a|no|nothing|not (?:yet )?(?:enrolled|applicable|registered|levied))"
+    r"(?: (?:on (?:the )?roll|registered|recorded|owing|outstanding|due|to report))?"
+)
+_ROW_SEPARATOR = re.compile(r"(?:\s*\.{2,}\s*|\s*:\s*|  +| (?=[$\-\u2013\u2014]|\(\$|\(\d|\d[\d,]*\.\d{2}(?![\d%])))")
+
+
+def _cell_verdict(cell: str) -> str | None:
+    """``"zero"`` for a cell that states nothing is owing, ``"positive"`` for one with an amount above zero, else None."""
+    cell = cell.strip(" .,'\\\"*:")
+    if not cell:
+        return None
+    if _ZERO_CELL.fullmatch(cell):
+        return "zero"
+    amounts = parse_amounts(cell, bare=True)
+    if any(a > 0 for a in amounts):
+        return "positive"
+    if amounts and all(a == 0 for a in amounts) and not re.search(r"[a-z]{3,}", cell):
+        return "zero"
+    return None
+
+
+def _combine(verdicts: Sequence[str | None]) -> str | None:
+    present = [v for v in verdicts if v is not None]
+    if "positive" in present:
+        return "positive"
+    if present and len(present) == len(verdicts):
+        return "zero"
+    return None
+
+
+def row_value(text: str, end: int) -> str | None:
+    """What the table row or ``label: value`` line of a term says after it: ``"zero"``, ``"positive"`` or None.
+
+    Dotted leaders ("Arrears ........ NIL"), colons ("Penalties: $0.00"), column gaps, a pipe row
+    ("| Arrears | - | - | none |": every cell after the label) and an amount right after a short
+    qualifier ("Arrears 2025 and prior $3,012.11") are read; prose is not a row and gives None.
+    """
+    eol = text.find("\n", end)
+    rest = text[end:eol if eol != -1 else len(text)]
+    if "|" in rest:
+        cells = [c for c in (c.strip() for c in rest.split("|")) if c]
+        return _combine([_cell_verdict(c) for c in cells]) if cells else None
+    m = re.match(r"([^:|$\n]{0,60}?)" + _ROW_SEPARATOR.pattern, rest)
+    if m is None or re.search(r"[.;]\s", m.group(1)):
+        return None
+    value = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\|", rest[m.end():], maxsplit=1)[0]
+    return _cell_verdict(value)
+
+
+def _cells(line: str) -> list[str]:
+    if "|" in line:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+    return [c.strip() for c in re.split(r"  +", line.strip())]
+
+
+def column_value(text: str, start: int) -> str | None:
+    """For a term that heads a column of a table (a pipe row or a row of column gaps without amounts),
+    the verdict over that column's cells in the rows below, up to a blank line."""
+    lo, hi = _line_bounds(text, start)
+    header = _cells(text[lo:hi])
+    if len(header) < 3 or parse_amounts(text[lo:hi], bare=True):
+        return None
+    offset = start - lo
+    col, pos = None, 0
+    line = text[lo:hi]
+    for i, cell in enumerate(header):
+        at = line.find(cell, pos)
+        if at <= offset < at + len(cell) + 1:
+            col = i
+            break
+        pos = at + len(cell)
+    if col is None:
+        return None
+    verdicts: list[str | None] = []
+    for row in text[hi + 1:].split("\n"):
+        if not row.strip():
+            break
+        cells = _cells(row)
+        if len(cells) == len(header):
+            verdicts.append(_cell_verdict(cells[col]))
+    return _combine(verdicts) if verdicts else None
+
+
+# --------------------------------------------------------------------------- clauses
 
 #: Cues that refer back to the instrument just named, even across a full stop on the same line
 #: ("Caveat 212 300 111 re: option. DISCHARGED by 232 001 002").
@@ -120,7 +274,7 @@ _BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
 
 
 _END_CANDIDATE = re.compile(r"[.;](?=\s)|\n\s*\n")
-_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc"})
+_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max"})
 
 
 @lru_cache(maxsize=512)
@@ -158,6 +312,19 @@ def _line_bounds(text: str, pos: int) -> tuple[int, int]:
     return text.rfind("\n", 0, pos) + 1, (end if end != -1 else len(text))
 
 
+#: A line is read as one row of a table or form (below); prose lines are read by their sentence only.
+_TABULAR_LINE = re.compile(r"\.{3,}|\||\S  +\S|\b\d{3} ?\d{3} ?\d{3}\b")
+
+
+def _is_row(line: str, offset: int | None = None) -> bool:
+    """A table row (leaders, pipe, column gap, registration number), or a ``label: value`` line whose label holds
+    the term at ``offset`` ("Local improvement charges: ... . Annual charge $1,116.00"): its value is the term's."""
+    if _TABULAR_LINE.search(line.strip()):
+        return True
+    label = re.match(r"\s*([^.:\n]{1,40}):", line)
+    return label is not None and (offset is None or offset < label.end())
+
+
 def _heading_lines(original: str) -> set[str]:
     """Upper-case lines that list categories ("ENCUMBRANCES, LIENS & INTERESTS"), with no amount or instrument number."""
     out = set()
@@ -180,19 +347,37 @@ def _is_heading(text: str, start: int, end: int, headings: set[str] = frozenset(
         return True
     if re.sub(r"[\s\-#*0-9.)(]", "", text[line_start:start]):  # only list numbering may precede a heading
         return False
-    rest = text[end:end + 1]
-    return rest in ("", ":", ".", "\n")
+    rest = text[end:line_end if line_end != -1 else len(text)]
+    return rest.strip() in ("", ":", ".")
+
+
+#: A copy of a registered instrument or court document says so somewhere: an instrument number heading, the registrar.
+_INSTRUMENT_COPY = re.compile(r"registered instrument|registrar|land titles|court file|certificate of title|registration district"
+                             r"|\bform \d+\b|\blienor\b|\bcaveator\b")
+
+
+def _is_title(text: str, start: int, end: int, term: str) -> bool:
+    """The term, singular, in a short title line among the first lines of a copy of an instrument
+    ("CERTIFICATE OF LIS PENDENS", "STATEMENT OF LIEN", "CAVEAT FORBIDDING REGISTRATION"): the document it opens
+    is read by its body, not as a section heading."""
+    lo, hi = _line_bounds(text, start)
+    line = text[lo:hi].strip(" -=*#")
+    plural = text[start:end].endswith("s") and not term.endswith("s")
+    if plural or ":" in line or "," in line or len(line.split()) > 6:
+        return False
+    if re.search(r"\b\d+\b", re.sub(r"^form \d+\s*-?\s*", "", line)):
+        return False
+    return text[:lo].count("\n") <= 8 and _INSTRUMENT_COPY.search(text[:3000]) is not None
 
 
 #: Negation before a term in its clause: "no builders' liens, writs or lis pendens are registered",
 #: "free and clear of all caveats", "not on the tax arrears list". "No." before a number is an abbreviation.
-_NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|nil|none|without|neither|nor|never|free (?:and clear )?of)\b")
+_NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
 _CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
 
 
 def _negated(text: str, start: int, window: int) -> str | None:
     lo, _ = _sentence_bounds(text, start)
-    llo, _ = _line_bounds(text, start)
     lo = max(lo, start - 2 * window)
     before = text[lo:start]
     breaks = list(_CLAUSE_BREAK.finditer(before))
@@ -202,20 +387,54 @@ def _negated(text: str, start: int, window: int) -> str | None:
     return negations[-1].group(0) if negations else None
 
 
-_STATUS_NEGATED = re.compile(r"^[^.;\n]{0,12}:[^.;:]{0,30}?\b(not|nil|none|no)\b(?!\.)")
+_STATUS_NEGATED = re.compile(r"^[^.;\n]{0,40}:[^.;:\n]{0,30}?\b(not|nil|none|no)\b(?!\.)")
+
+
+def _instrument_window(text: str, end: int, window: int) -> str:
+    """Text after a term up to ``window`` characters, stopping at the next registration number (the next instrument)."""
+    after = text[end:end + window]
+    for nxt in _REGISTRATION.finditer(after):
+        if nxt.start() > 12:  # a number right after the term is the term's own ("lien no. 091 332 108")
+            return after[:nxt.start()]
+    return after
 
 
 def _benign_subject(text: str, end: int, subjects: Sequence[str], window: int) -> str | None:
-    """The instrument's subject right after the term ("caveat re: restrictive covenant") makes it routine;
-    so does a status line that answers in the negative ("tax recovery status: not on the list")."""
-    after = text[end:end + window]
+    """The instrument's subject after the term in its sentence ("caveat re: restrictive covenant", "claims an interest
+    in the lands ... under a restrictive covenant") makes it routine; so does a status line that answers in the
+    negative ("tax recovery status: not on the list"). The next instrument's number ends the search."""
+    after = _instrument_window(text, end, window)
     status = _STATUS_NEGATED.search(after)
     if status:
         return status.group(1)
     for subject in subjects:
         if term_pattern(subject).search(after):
             return subject
+    _, hi = _sentence_bounds(text, end)
+    return _introduced_subject(_instrument_window(text, end, min(max(hi - end, 0), 3 * window)), subjects)
+
+
+#: Words that introduce what an instrument is about: "... claims an interest in the lands ... under a restrictive covenant".
+_SUBJECT_INTRO = r"(?:re|under|pursuant to|in respect of|regarding|by virtue of|arising from)\s*:?\s*(?:an?|the)?\s*"
+
+
+def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
+    for subject in subjects:
+        if re.search(r"\b" + _SUBJECT_INTRO + term_pattern(subject).pattern, span):
+            return subject
     return None
+
+
+#: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full") says what
+#: has not happened yet: it does not neutralise the term.
+_PENDING = re.compile(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$")
+
+
+def _cue_in(span: str, cue: str) -> bool:
+    for m in term_pattern(cue).finditer(span):
+        if not _PENDING.search(span[max(0, m.start() - 24):m.start()].rstrip()):
+            return True
+    return False
 
 
 def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: int) -> str | None:
@@ -227,16 +446,87 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     hi = min(hi, end + window)
     span = text[lo:hi]
     for cue in cues:
-        if term_pattern(cue).search(span):
+        if _cue_in(span, cue):
             return cue
     line_end = text.find("\n", end)
     after = text[end:min(line_end if line_end != -1 else len(text), end + 2 * window)]
     for cue in _BACKWARD_CUES:
-        if term_pattern(cue).search(after):
+        if _cue_in(after, cue):
             return cue
-    if _ZERO_AMOUNT.search(text[end:min(len(text), end + 40)]):
-        return "$0.00"
     return None
+
+
+#: What the clause decided about the thing the term names. Closed: considered and turned down, or over and done
+#: ("rejected", "decided not to proceed", "fully collected", "hereby discharges", "cleared"). Decided: approved,
+#: carried, levied, registered, filed, planned ("intends to call a meeting"), or owing ("remains unpaid").
+_CLOSED = re.compile(
+    r"\b(?:rejected|defeated|declined|voted down|not (?:approved|adopted|carried|passed|proceed(?:ed|ing)?|to proceed)"
+    r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
+    r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|paid (?:in full|out|off)|cleared"
+    r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges)\b"
+)
+_ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued"
+         r"|measured|found|observed|identified|detected|enrolled)")
+_DECIDED = re.compile(
+    r"\b(?:was|were|has|have|had|has been|have been|had been)\s+" + _ACTS + r"\b|\b(?:is|are|remains) enrolled\b"
+    r"|\b(?:board|owners|corporation|council|meeting|court|plaintiff|lienor|claimant|owner of unit [0-9a-z]+)\s+" + _ACTS + r"\b"
+    r"|\b(?:motion|resolution)\s+(?:was\s+)?carried\b|\bcarried\b(?= ?[.(])"
+)
+
+
+def clause_polarity(text: str, start: int, end: int) -> str | None:
+    """``"closed"`` or ``"decided"`` from the verdict word of the term's sentence nearest to the term, else None.
+
+    "The Board considered a special levy of $850 per unit and decided not to proceed" is closed;
+    "a special levy of $9,800 was approved" is decided; with both, the nearer one governs the term.
+    """
+    lo, hi = _instrument_block(text, start, end, *_sentence_bounds(text, start))
+    verdict = _nearest_verdict(text, start, end, max(lo, start - 300), min(hi, end + 300))
+    if verdict is None and hi < len(text) and _MOTION.search(text, lo, hi):
+        _, nxt = _sentence_bounds(text, hi)  # a motion, then its outcome: "... levy $1,200 per unit. The motion was DEFEATED."
+        verdict = _nearest_verdict(text, start, end, hi, min(nxt, hi + 300))
+    return verdict
+
+
+_MOTION = re.compile(r"\b(?:moved|motion|proposed|proposal|considered)\b")
+
+
+def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tuple[int, int]:
+    """``[lo, hi)`` narrowed to the term's own instrument in a register: from the last registration number before
+    the term (or its own, just after it) to the next instrument's number."""
+    for m in _REGISTRATION.finditer(text, lo, hi):
+        if m.end() <= start:
+            lo = m.start()
+        elif m.start() > end + 12:
+            return lo, m.start()
+    return lo, hi
+
+
+def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str | None:
+    best: tuple[int, str] | None = None
+    for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
+        for m in pattern.finditer(text, lo, hi):
+            if verdict == "closed" and _PENDING.search(text[max(0, m.start() - 24):m.start()].rstrip()):
+                continue
+            if m.start() < end and m.end() > start:
+                continue
+            distance = start - m.end() if m.end() <= start else m.start() - end
+            if best is None or distance < best[0] or (distance == best[0] and verdict == "closed"):
+                best = (distance, verdict)
+    return None if best is None else best[1]
+
+
+#: Several units, owners or accounts reported together: the corporation's collections, not this unit's debt.
+_AGGREGATE = re.compile(
+    r"\b(?:\d+|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty|several|many|some|a number of"
+    r"|all|other|various) (?:units|owners|accounts|suites|lots|titles|homes)\b|\bowners in arrears\b|\ba total of\b|\bin total\b"
+    r"|\bin (?:the )?aggregate\b"
+)
+_THIS_UNIT = re.compile(r"\b(?:this|the subject|the said|subject|the seller'?s'?|vendor'?s'?) (?:unit|suite|lot|property|home)\b|\bthe unit\b")
+
+
+def _aggregate(sentence: str) -> bool:
+    return _AGGREGATE.search(sentence) is not None and _THIS_UNIT.search(sentence) is None
 
 
 def reserve_shortfall(text: str) -> float | None:
@@ -277,12 +567,78 @@ def _amount_near(low: str, words: Iterable[str], reach: int = 120) -> float | No
     return None
 
 
-_REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
-_AMOUNT = re.compile(r"\$\s?\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
-_DATE = re.compile(
-    r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
+#: A row of a reserve or cash-flow table that names a balance ("closing", "projected", "lowest"...).
+_BALANCE_ROW = re.compile(r"\b(?:closing|projected|ending|balance|lowest|fund)\b")
+
+
+def negative_reserve_balance(text: str) -> float | None:
+    """The most negative balance stated in a reserve fund or cash-flow table, or None: a reserve that runs out of
+    money is a shortfall whatever its funded ratio. Read from a row that names a balance ("Lowest projected balance
+    ($1,021,314)") or from the balance column of a table ("FY  Opening ... Closing" over "2029 ... (1,299,797)")."""
+    low = normalise_ocr(text)
+    if "reserve" not in low and "fund" not in low:
+        return None
+    found: list[float] = []
+    lines = low.split("\n")
+    for i, line in enumerate(lines):
+        if _BALANCE_ROW.search(line) and parse_amounts(line, bare=True):
+            found += [a for a in parse_amounts(line, bare=True) if a < 0]
+            continue
+        header = _cells(line)
+        cols = [j for j, c in enumerate(header) if re.fullmatch(r"(?:projected )?(?:closing|ending)(?: balance)?|balance", c)]
+        if len(header) < 3 or not cols or parse_amounts(line, bare=True):
+            continue
+        for row in lines[i + 1:]:
+            cells = _cells(row)
+            if not row.strip() or len(cells) != len(header):
+                break
+            found += [a for j in cols for a in parse_amounts(cells[j], bare=True) if a < 0]
+    return min(found) if found else None
+
+
+#: An amount each owner pays, read from the clause around it: "$14,500 per unit", "unit share ... $15,984.80",
+#: "from owners by unit factor", "$22,000 per door, payable in two instalments".
+_PER_OWNER = re.compile(
+    r"\bper (?:unit|door|suite|owner|home|lot|titled unit)\b(?! per\b| ?/ ?(?:month|year))(?!,? (?:per|a|each) (?:month|year))"
+    r"|\bunit(?:'s)? share\b|\bby unit factor\b|\bfrom (?:the |all |each )?owners\b|\bcharged to (?:the |all |each )?owners\b"
 )
-_MODAL = re.compile(r"\b(?:may(?!,?\s*\d)|shall|if|any|such|in the event|from time to time|unless|whether|provided that)\b")
+_LEVY_ACT = re.compile(
+    r"\b(?:assessment|assessed|levy|levied|recover(?:ed|y)?|instal+ments?|funding proposal|special contribution|capital contribution"
+    r"|one-time contribution|owner-funded)\b"
+)
+_NOT_A_LEVY = re.compile(r"\bfines?\b|\bmonthly\b|\bper month\b|/month\b|\bfee increase\b")
+
+
+def owner_assessments(text: str) -> list[tuple[int, int]]:
+    """Sentences of normalised ``text`` that charge the owners money: an amount above zero, a per-owner share
+    (per unit, by unit factor, recovered from owners) and a levying word (assessment, levy, instalments), not
+    closed ("rejected", "fully collected"), not normative ("may levy") and not a monthly fee or a fine."""
+    out: list[tuple[int, int]] = []
+    starts = (0, *sentence_ends(text))
+    for lo, hi in zip(starts, (*starts[1:], len(text))):
+        sentence = text[lo:hi]
+        if not _PER_OWNER.search(sentence) or not _LEVY_ACT.search(sentence):
+            continue
+        if not any(a > 0 for a in parse_amounts(sentence)) or _NOT_A_LEVY.search(sentence) or _NORMATIVE.search(sentence):
+            continue
+        acts = list(_LEVY_ACT.finditer(sentence))
+        if all(_negated(text, lo + a.start(), 60) for a in acts):  # "no special contribution from owners is anticipated"
+            continue
+        anchor = _PER_OWNER.search(sentence)
+        assert anchor is not None
+        if clause_polarity(text, lo + anchor.start(), lo + anchor.end()) == "closed":
+            continue
+        out.append((lo, hi))
+    return out
+
+
+_REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
+_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
+_DATE = re.compile(
+    r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
+)
+_MODAL = re.compile(r"\b(?:may(?!,?\s*\d)|shall|would|if|any|such|where|in the event|from time to time|unless|whether|provided that)\b")
 
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
 #: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
@@ -293,61 +649,184 @@ FACTOR_BENIGN = 0.1
 
 
 #: The term is followed by its own amount: "of $...", "of up to $...", "totalling $...", ": $..." (amount above zero).
-_OWN_AMOUNT = re.compile(r"\s*(?:\(|:|,)?\s*(?:of|for|in the amount of|totalling|totaling)?\s*(?:up to|not exceeding)?\s*\$\s?[1-9]")
+_OWN_AMOUNT = re.compile(r"\s*(?:\(|:|,)?\s*(?:of|for|in the amount of|totalling|totaling)?\s*(?:up to|not exceeding)?\s*\$\s*[1-9]")
 #: Normative wording ("may", "shall"): terms of a bylaw or contract even when an amount follows.
 _NORMATIVE = re.compile(r"\b(?:may(?!,?\s*\d)|shall|from time to time)\b")
 #: Conditional wording ("if", "unless", "in the event", "exceeding"): the amount is a threshold, not a fact.
 _CONDITIONAL = re.compile(r"\b(?:if|unless|in the event|whether|provided that|exceed(?:s|ing)?|over|more than|greater than|threshold)\b")
+#: Perils whose deductible is the building's, never charged back to the owner of the unit where a loss began.
+_CATASTROPHE = re.compile(r"\b(?:flood|earthquake|hail|windstorm|overland|named storm|wildfire)\b")
 
 
 def _states_money(span: str) -> bool:
-    return any(_money(m.group(1)) > 0 for m in _MONEY_RE.finditer(span))
+    return any(a > 0 for a in parse_amounts(span))
 
 
-def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False) -> tuple[float, str]:
-    """How much one mention says about this deal, from the sentence and line around it.
+def _amounts_beyond(spans: Sequence[str], floor: float) -> bool:
+    """An amount above ``floor`` in the spans, leaving out those tied to a catastrophe peril on their line or clause."""
+    for span in spans:
+        for part in re.split(r"[;\n]|,\s(?=[a-z])", span):
+            if _CATASTROPHE.search(part):
+                continue
+            if any(a > floor for a in parse_amounts(part)):
+                return True
+    return False
+
+
+def _full_stop_clause(text: str, start: int, end: int) -> str:
+    """From the term's sentence start to the next full stop or blank line: a list joined by ';' stays one clause."""
+    lo, _ = _sentence_bounds(text, start)
+    stop = re.compile(r"\.(?=\s)|\n\s*\n").search(text, end)
+    return text[lo:stop.start() if stop else len(text)]
+
+
+def _table_below(text: str, end: int, max_lines: int = 10) -> str:
+    """The rows under a heading, up to a blank line."""
+    eol = text.find("\n", end)
+    if eol == -1:
+        return ""
+    rows = text[eol + 1:].split("\n\n", 1)[0].split("\n")
+    return "\n".join(rows[:max_lines])
+
+
+def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
+                   context: Sequence[str] = (), unless: Sequence[str] = ()) -> tuple[float, str]:
+    """How much one mention says about this deal, from the sentence (and, for a table row, the line) around it.
 
     An instrument number makes it concrete; otherwise normative or conditional
-    wording ("may", "shall", "any", "if") makes it generic; otherwise an amount,
-    percentage or date makes it concrete; otherwise it is plain.
+    wording ("may", "shall", "any", "if") before the term or just after it makes it generic; otherwise an
+    amount, percentage or date, an amount in its row, or a decision in its clause ("approved", "registered",
+    "remains unpaid") makes it concrete; otherwise it is plain.
 
     With ``needs_amount`` (a term that is routine until money is named: "special resolution",
-    "deductible", "holdback") only a money amount above zero makes the mention concrete; normative
-    wording still makes it generic, and anything else (a date, a registration number) leaves it plain.
+    "deductible", "holdback") only a money amount above zero makes the mention concrete; with ``min_amount``,
+    only one above that (not counting catastrophe perils); normative wording still makes it generic, and
+    anything else (a date, a registration number) leaves it plain. With ``context``, the clause must also
+    hold one of those words, and with ``unless``, none of those.
     """
     lo, hi = _sentence_bounds(text, start)
     llo, lhi = _line_bounds(text, start)
     sentence = text[lo:hi]
     line = text[llo:lhi]
-    spans = (sentence, line)  # a table row is a line; a hard-wrapped statement is a sentence
+    spans = (sentence, line) if _is_row(line, start - llo) else (sentence,)
+    if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
+            term_pattern(u).search(s) for u in unless for s in spans):
+        return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
+    if min_amount is not None:  # the amounts of its list, up to the full stop ("a; b; c."), not of the line's other sentences
+        if _MODAL.search(sentence):
+            return FACTOR_GENERIC, "generic"
+        return (FACTOR_CONCRETE, "concrete") if _amounts_beyond((_full_stop_clause(text, start, end),), min_amount) else (FACTOR_PLAIN, "plain")
     if _OWN_AMOUNT.match(text, end, min(hi, end + 40)) and not _CONDITIONAL.search(sentence) and not _NORMATIVE.search(sentence):
         return FACTOR_CONCRETE, "concrete"  # "a credit facility of up to $1,000,000": the instrument names its own amount
     if needs_amount:
         if _MODAL.search(sentence):
             return FACTOR_GENERIC, "generic"
-        if any(_states_money(s) for s in spans):
+        if any(_states_money(s) for s in spans) or row_value(text, end) == "positive":
             return FACTOR_CONCRETE, "concrete"
         return FACTOR_PLAIN, "plain"
     if any(_REGISTRATION.search(s) for s in spans):
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
         return FACTOR_GENERIC, "generic"
-    if any(_AMOUNT.search(s) or _DATE.search(s) for s in spans):
+    if any(_AMOUNT.search(s) or _DATE.search(s) for s in spans) or row_value(text, end) == "positive" or (
+            len(spans) > 1 and re.search(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?", line)):  # a table row's figure needs no "$"
+        return FACTOR_CONCRETE, "concrete"
+    if clause_polarity(text, start, end) == "decided":
         return FACTOR_CONCRETE, "concrete"
     return FACTOR_PLAIN, "plain"
+
+
+def _title_factor(text: str, end: int) -> tuple[float, str]:
+    """A document titled by the term is concrete when its body names a registration, a court file, an amount or a date."""
+    body = text[end:end + 1500]
+    if _REGISTRATION.search(body) or _AMOUNT.search(body) or _DATE.search(body):
+        return FACTOR_CONCRETE, "concrete"
+    return FACTOR_PLAIN, "plain"
+
+
+_YEAR_IN_DATE = re.compile(
+    r"\b\d{1,2}/\d{1,2}/((?:19|20)\d{2})\b|\b((?:19|20)\d{2})-\d{2}-\d{2}\b"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? ((?:19|20)\d{2})\b|\bday of [a-z]+,? ((?:19|20)\d{2})\b"
+)
+
+
+def _years(span: str) -> list[int]:
+    return [int(next(g for g in m.groups() if g)) for m in _YEAR_IN_DATE.finditer(span)]
+
+
+def registration_age(text: str, start: int) -> int | None:
+    """Years between the registration on the term's line (its date, or else the year that opens an Alberta
+    registration number: "982 114 556" is 1998) and the newest date anywhere in the text; None when either is missing."""
+    lo, hi = _line_bounds(text, start)
+    line = text[lo:hi]
+    years = _years(line)
+    if years:
+        year = min(years)
+    else:
+        number = _REGISTRATION.search(line)
+        if number is None:
+            return None
+        yy = int(number.group(0)[:2])
+        year = 1900 + yy if yy > 50 else 2000 + yy
+    newest = max(_years(text), default=None)
+    return None if newest is None or newest < year else newest - year
+
+
+def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
+    """``(cue, factor, how)`` of one mention, or None when it only names a section."""
+    window = lexicon.benign_window_chars
+    title = not (t.needs_amount or t.min_amount is not None or t.context or t.unless) and _is_title(low, m.start(), m.end(), t.term)
+    heading = not title and _is_heading(low, m.start(), m.end(), headings)
+    if heading and t.min_amount is None:
+        return None
+    cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, window)
+    if cue is None:
+        value = row_value(low, m.end())
+        if value is None and not heading:
+            value = column_value(low, m.start())
+        if value == "zero":
+            cue = "nothing owing"
+    if cue is None:
+        cue = _benign_subject(low, m.end(), lexicon.benign_subjects, window)
+    if cue is None and title:
+        cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
+    if cue is None and not heading and clause_polarity(low, m.start(), m.end()) == "closed":
+        cue = "closed"
+    if cue is None and t.stale_after_years is not None:
+        age = registration_age(low, m.start())
+        if age is None or age <= t.stale_after_years:
+            cue = "current registration"
+    if cue is None and t.this_unit_only:
+        lo, hi = _sentence_bounds(low, m.start())
+        if _aggregate(low[lo:hi]):
+            cue = "several units in aggregate"
+    if cue is not None:
+        return cue, FACTOR_BENIGN, "benign"
+    if heading:  # a heading term with a floor ("DEDUCTIBLES") reads the table under it
+        below = _table_below(low, m.end())
+        return (None, FACTOR_CONCRETE, "concrete") if _amounts_beyond((below,), t.min_amount or 0.0) else None
+    if title:
+        return (None, *_title_factor(low, m.end()))
+    factor, how = mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount, min_amount=t.min_amount, context=t.context,
+                                   unless=t.unless)
+    return None, factor, how
 
 
 def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
     """β term: the strongest risk indicator of the chunk, plus a little for each further concrete kind.
 
     Each mention's effective weight is ``w · factor`` (:func:`mention_factor`): 1 for
-    a concrete mention (an instrument number, or an amount or date stated as fact),
+    a concrete mention (an instrument number, an amount or date stated as fact, an amount in its row, a decision),
     0.55 for a plain one (not material on its own), 0.35 for generic wording ("may", "shall", "any": bylaws and
-    standard terms) and 0.1 when a benign cue neutralises it.
+    standard terms) and 0.1 when the clause neutralises it: a negation or benign cue, a zero in its row or
+    column ("Arrears ..... NIL", "| Penalty | - |"), a routine subject ("caveat re: development agreement"), a
+    closed verdict ("considered and rejected", "fully collected", "hereby discharges"), or several units in
+    aggregate for a ``this_unit_only`` term.
     ``score = min(1, max_i(w_i·f_i) + 0.05·(number of other material kinds))``.
-    Numeric detectors contribute 0.9 (a reserve fund below ``shortfall_ratio``
-    of its recommended or fully funded balance). A kind is *material* when one
-    of its mentions reaches :data:`MATERIAL_WEIGHT`.
+    Numeric detectors contribute 0.9: a reserve fund below ``shortfall_ratio`` of its recommended or fully
+    funded balance, or a negative projected balance; an amount charged to every owner (:func:`owner_assessments`)
+    is a special levy however it is worded. A kind is *material* when one of its mentions reaches
+    :data:`MATERIAL_WEIGHT`.
     """
     low = normalise_ocr(text)
     matches: list[RiskMatch] = []
@@ -362,12 +841,10 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
             if t.term in seen_terms:
                 continue
             for m in term_pattern(t.term).finditer(low):
-                if _is_heading(low, m.start(), m.end(), headings):
+                read = _read_mention(low, m, t, lexicon, headings)
+                if read is None:
                     continue
-                cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, lexicon.benign_window_chars)
-                if cue is None:
-                    cue = _benign_subject(low, m.end(), lexicon.benign_subjects, lexicon.benign_window_chars)
-                factor, how = (FACTOR_BENIGN, "benign") if cue is not None else mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount)
+                cue, factor, how = read
                 matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
             seen_terms.add(t.term)
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
@@ -385,6 +862,18 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
             numeric.append(f"reserve fund at {ratio:.0%} of the recommended balance")
             best = max(best, 0.9)
             kinds.add("reserve_shortfall")
+        negative = negative_reserve_balance(text)
+        if negative is not None:
+            numeric.append(f"projected reserve balance below zero (${negative:,.0f})")
+            best = max(best, 0.9)
+            kinds.add("reserve_shortfall")
+    if "condo" in domains and lexicon.owner_assessment_detector:
+        levies = owner_assessments(low)
+        if levies:
+            lo, hi = levies[0]
+            numeric.append(f"amount charged to the owners: {' '.join(low[lo:hi].split())[:90]}")
+            best = max(best, 0.9)
+            kinds.add("special_levy")
     score = min(1.0, best + 0.05 * max(0, len(kinds) - 1))
     return RiskSignal(
         score=round(score, 6),
@@ -453,10 +942,17 @@ __all__ = [
     "RiskSignal",
     "any_term_pattern",
     "best_risk_span",
+    "clause_polarity",
+    "column_value",
     "mention_factor",
+    "negative_reserve_balance",
     "normalise_ocr",
+    "owner_assessments",
+    "parse_amounts",
+    "registration_age",
     "reserve_shortfall",
     "risk_signal",
+    "row_value",
     "sentence_ends",
     "term_pattern",
 ]

@@ -1,0 +1,423 @@
+"""Risk judgement read from what a clause says, not from its keywords (issue 15).
+
+Each rule is tested in the layouts conveyancing documents use: dotted leaders, pipe tables and
+column tables flattened to text, ``label: value`` forms, prose, short forms, OCR noise and
+hyphenated line breaks. Every text here is written for the test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from retrieval_node.config import RiskLexicon, load_config
+from retrieval_node.risk import (
+    clause_polarity,
+    column_value,
+    negative_reserve_balance,
+    normalise_ocr,
+    owner_assessments,
+    parse_amounts,
+    risk_signal,
+    row_value,
+)
+
+LEX = load_config().risk_signals
+assert LEX is not None
+
+
+def kinds(text: str, domain: str) -> tuple[str, ...]:
+    assert LEX is not None
+    return risk_signal(text, LEX, [domain]).kinds
+
+
+# --------------------------------------------------------------------------- amounts
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ("Balance owing $1,86O.42", [1860.42]),          # O for 0 inside the digits
+    ("Principal: $64,0O0", [64000.0]),
+    ("Fee $l,250.00 paid", [1250.0]),                # l for 1 right after the dollar sign
+    ("Owing $2,S00.00", [2500.0]),                   # S for 5 between digits
+    ("Lowest balance ($1,021,314)", [-1021314.0]),   # parentheses: negative
+    ("Closing -$48,200", [-48200.0]),
+    ("Amount  $  12,400", [12400.0]),                # a column gap between the sign and the figure
+])
+def test_amounts_are_read_with_ocr_digits_repaired(raw, want):
+    assert parse_amounts(normalise_ocr(raw)) == want
+
+
+def test_ocr_repair_touches_numbers_only():
+    low = normalise_ocr("BUI1DERS' 1IEN in the 1990s; it is 2O24; see s. 412")
+    assert "bui1ders' 1ien" in low and "1990s" in low and " is " in low and "2024" in low and "s. 412" in low
+
+
+def test_bare_table_figures_count_only_when_asked():
+    assert parse_amounts("3,604.55  0.00  (1,299,797)  7.5%") == []
+    assert sorted(parse_amounts("3,604.55  0.00  (1,299,797)  7.5%", bare=True)) == [-1299797.0, 0.0, 3604.55]
+
+
+# --------------------------------------------------------------------------- zero in the row or column => benign
+
+
+@pytest.mark.parametrize("text", [
+    "Arrears .................. $0.00",
+    "Penalties: NIL",
+    "Arrears ..................... -",
+    "Arrears ........ none",
+    "Outstanding .............. 0.00",
+    "Arrears (prior years):          $ 0",
+    "Arrears:  none    Penalties:  n/a",
+    "| Arrears | - | - | none |",
+    "Tax arrears for the roll . . . nil",
+    "Arre-\nars ........ $0.00",                                       # hyphenated line break
+    "Arrears 2024 and prior: 0.00\nPenalty  -",
+])
+def test_a_zero_in_the_terms_own_row_is_benign(text):
+    assert kinds(text, "tax") == (), risk_signal(text, LEX, ["tax"])
+
+
+@pytest.mark.parametrize("text", [
+    "Arrears .................. $1,86O.42",                            # OCR'd amount still read as owing
+    "Arrears 2025 and prior  $3,012.11",
+    "| Arrears | 1,204.50 | - |",
+    "Penalties: $128.10",
+    "Arrears: $l,250.00   Penalties: $0.00",
+])
+def test_an_amount_in_the_terms_own_row_is_material(text):
+    assert "tax_arrears" in kinds(text, "tax")
+
+
+def test_a_zero_on_the_previous_line_does_not_clear_the_next_item():
+    """'Arrears: none' answers for arrears only; the levy on the next line still binds the unit."""
+    text = ("Contributions: $390.00/month, paid to May 1, 2026\nArrears: none\n"
+            "Special assessment (approved March 2026): unit share $4,120.00 due July 1, 2026 - not paid")
+    assert "special_levy" in kinds(text, "condo")
+
+
+@pytest.mark.parametrize(("table", "verdict"), [
+    ("| Year | Levy | Paid | Outstanding |\n| 2024 | 2,100.00 | 2,100.00 | 0.00 |\n| 2025 | 2,180.00 | 2,180.00 | - |", "zero"),
+    ("Year  Levy  Paid  Outstanding\n2024  $2,100.00  $2,100.00  $0.00\n2025  $2,180.00  $2,180.00  $0.00", "zero"),
+    ("Year  Levy  Paid  Outstanding\n2024  $2,100.00  $2,100.00  $0.00\n2025  $2,180.00  $1,000.00  $1,180.00", "positive"),
+])
+def test_a_term_heading_a_column_reads_the_cells_below(table, verdict):
+    low = normalise_ocr(table)
+    assert column_value(low, low.index("outstanding")) == verdict
+    assert ("tax_arrears" in kinds(table, "tax")) is (verdict == "positive")
+
+
+def test_row_value_is_none_for_prose():
+    low = normalise_ocr("Arrears for 2023 were the subject of a payment arrangement.")
+    assert row_value(low, low.index("arrears") + len("arrears")) is None
+
+
+@pytest.mark.parametrize("text", [
+    "Taxes for 2025 are paid in full. There are no arrears.",
+    "We confirm there are no arrears of taxes or penalties owing on this roll.",
+    "The roll shows no outstanding balance.",
+])
+def test_prose_that_says_nothing_is_owing_is_benign(text):
+    assert kinds(text, "tax") == ()
+
+
+# --------------------------------------------------------------------------- polarity of the clause
+
+
+@pytest.mark.parametrize("text", [
+    "The Board considered a special levy of $700 per unit for a gym upgrade and decided not to proceed.",
+    "A motion for a special levy of $1,500 per unit was defeated (3 for, 9 against).",
+    "An owner moved that the Corporation levy $950 per unit to repave the lot.\nAfter debate the motion was DEFEATED on a poll.",
+    "The 2018 special levy of $410,000 was fully collected in 2020 and no balance remains receivable.",
+    "A special levy for the elevator was proposed but not approved by the owners.",
+    "The special assessment notice of May 2025 was withdrawn by the Board.",
+])
+def test_a_levy_considered_and_turned_down_or_closed_is_benign(text):
+    assert "special_levy" not in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [
+    "The owners approved a special levy of $6,200 per unit, due October 1, 2026.",
+    "MOTION to levy $2,400 per unit for the membrane. CARRIED.",
+    "Although the 2017 levy was fully collected, the owners approved a new special levy of $3,300 per unit in May 2026.",
+])
+def test_a_levy_approved_is_material_even_beside_a_closed_one(text):
+    assert "special_levy" in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [
+    "DISCHARGE OF BUILDERS' LIEN\nRegistered 151 220 301\nApex Framing Ltd. discharges Builders' Lien 151 118 902 for $9,120.00.",
+    "Lien No. 231 440 118 registered 03/02/2023 for $12,000.00 was discharged on 11/05/2023.",
+    "Coastline Drywall Ltd., the lienor named in Builders' Lien No. 091 113 442 registered in 2009 against the plan "
+    "for the sum of $88,210.55, hereby discharges the said lien in full.",
+])
+def test_a_discharged_lien_is_benign(text):
+    assert kinds(text, "title") == ()
+
+
+def test_a_discharge_still_to_come_does_not_neutralise():
+    text = "252 014 771  14/03/2025  BUILDERS' LIEN  AMOUNT: $31,400 - must be discharged before closing"
+    assert "builders_lien" in kinds(text, "title")
+
+
+def test_clause_polarity_takes_the_nearest_verdict():
+    low = normalise_ocr("The 2019 levy was fully collected; the owners approved a special levy of $5,000 per unit.")
+    assert clause_polarity(low, low.index("special levy"), low.index("special levy") + 12) == "decided"
+    low = normalise_ocr("A special levy of $850 per unit was considered and rejected.")
+    assert clause_polarity(low, low.index("special levy"), low.index("special levy") + 12) == "closed"
+
+
+# --------------------------------------------------------------------------- this unit vs the building
+
+
+@pytest.mark.parametrize("text", [
+    "6. Owners in arrears. The arrears report shows 9 units owing a total of $6,104.50; 2 accounts were sent to "
+    "the Corporation's lawyer for collection.",
+    "Arrears: eleven accounts, $14,230 in total, are being collected in the usual course.",
+    "Owners in arrears: 4 units, $3,880.00 in aggregate.",
+])
+def test_arrears_of_several_units_in_minutes_are_routine(text):
+    assert "arrears" not in kinds(text, "condo")
+    assert "tax_arrears" not in kinds(text, "tax")
+
+
+@pytest.mark.parametrize("text", [
+    "Arrears of contributions for this unit: $1,250.00",
+    "Unit 14: contributions unpaid since March; arrears $2,040.00 plus late charges.",
+])
+def test_arrears_of_this_unit_are_material(text):
+    assert "arrears" in kinds(text, "condo")
+
+
+# --------------------------------------------------------------------------- a levy without the word
+
+
+@pytest.mark.parametrize("text", [
+    "The Board approved an assessment of $11,800 per unit, payable in three instalments from June 1, 2026.",
+    "RESOLVED that the cost of the parkade repair, $2,310,000, be recovered from owners by unit factor in 2026.",
+    "Assessment approved by the Board March 3, 2026 (unit share by unit factor): $9,44O.20, payable in two instalments.",
+    "The Board intends to call a meeting to present a funding proposal of about $18,000 per door, payable in two instalments.",
+    "recovered from owners by an assess-\nment of $7,250 per suite, payable in four instalments.",
+])
+def test_an_amount_charged_to_every_owner_is_a_special_levy(text):
+    low = normalise_ocr(text)
+    assert owner_assessments(low)
+    assert "special_levy" in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [
+    "Monthly contributions rise to $455 per unit per month from July 1.",
+    "Fines of $250 were issued to 3 units for parking in fire lanes.",
+    "The Corporation may levy an assessment on the owners by unit factor in any amount the owners approve.",
+    "The treasurer said the project, estimated at $1.2 million, will come from the reserve fund and that no special "
+    "contribution from owners is anticipated.",
+    "An owner proposed an assessment of $600 per unit for new carpet. The motion was defeated.",
+])
+def test_fees_fines_bylaw_text_and_rejected_proposals_are_not_levies(text):
+    assert "special_levy" not in kinds(text, "condo")
+
+
+# --------------------------------------------------------------------------- reserve fund numbers
+
+
+@pytest.mark.parametrize("text", [
+    "RESERVE FUND STUDY\nLowest projected balance, Scenario A (2030)      ($845,120)",
+    "Reserve fund cash flow\nFY  Opening  Contrib.  Expenditures  Closing\n2027  410,000  95,000  120,000  385,000\n"
+    "2028  385,000  97,000  700,000  (218,000)",
+    "Reserve fund balance  $212,000\nRecommended balance (benchmark)  $1,040,000",
+])
+def test_a_reserve_that_runs_short_in_its_numbers_is_a_shortfall(text):
+    assert "reserve_shortfall" in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [
+    "Reserve fund\nBalance July 1, 2025  1,200,000\nRoof project draws  (310,000)\nBalance June 30, 2026  940,000",
+    "Reserve fund cash flow\nFY  Opening  Contrib.  Expenditures  Closing\n2027  410,000  95,000  (120,000)  385,000",
+    "Fund balance $611,000. Benchmark balance $684,000.",
+])
+def test_expenditures_in_parentheses_and_a_healthy_fund_are_not(text):
+    assert "reserve_shortfall" not in kinds(text, "condo")
+    assert negative_reserve_balance(text) is None or "reserve_shortfall" not in kinds(text, "condo")
+
+
+# --------------------------------------------------------------------------- deductibles
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("The water damage deductible is $100,000 per occurrence.", True),
+    ("DEDUCTIBLES\nAll perils  $10,000\nWater damage  $75,000\nSewer backup  $75,000", True),
+    ("Deductibles: all perils $10,000; water damage $10,000; sewer backup $10,000; flood $50,000.", False),
+    ("Deductibles: standard $5,000, water $5,000, hail $25,000, earthquake 10%.", False),
+    ("DEDUCTIBLES\nAll perils  $10,000\nEarthquake  $500,000\nFlood  $250,000", False),
+    ("An owner may be charged the deductible up to the maximum the Regulation permits.", False),
+])
+def test_a_deductible_is_an_owners_exposure_above_the_floor_catastrophe_perils_aside(text, material):
+    assert ("insurance" in kinds(text, "condo")) is material
+
+
+# --------------------------------------------------------------------------- what the clause states, not its keywords
+
+
+def test_an_amount_in_another_sentence_of_a_prose_line_does_not_make_a_mention_concrete():
+    text = "Benchmark balance: $684,000. Roof replacement was removed from the plan and funded by special levy per owner decision."
+    assert "special_levy" not in kinds(text, "condo")
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("Note 9 Subsequent event: the Corporation commissioned a structural review of Building B; the cost is not determinable.", True),
+    ("Subsequent events: none.", False),
+    ("There were no subsequent events requiring disclosure.", False),
+])
+def test_subsequent_event_notes(text, material):
+    assert ("subsequent_event" in kinds(text, "condo")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("The owner of unit 22 has issued a statement of claim against the Corporation over a sewer backup.", True),
+    ("A statement of claim may be issued if the invoice is not paid.", False),
+])
+def test_a_claim_issued_is_litigation_a_possible_one_is_not(text, material):
+    assert ("litigation" in kinds(text, "condo")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("Differential settlement of 30-55 mm was measured along the east foundation wall.", True),
+    ("Differential settlement may occur if the site is not graded away from the building.", False),
+])
+def test_a_deficiency_found_is_material_a_possible_one_is_not(text, material):
+    assert ("structural_deficiency" in kinds(text, "condo")) is material
+
+
+# --------------------------------------------------------------------------- registrations
+
+
+@pytest.mark.parametrize("text", [
+    "262 017 330   19/01/2026     LIEN\n                PURSUANT TO PROMPT PAYMENT AND CONSTRUCTION LIEN ACT\n"
+    "                LIENOR - NORTHRIDGE ELECTRIC LTD.\n                AMOUNT: $8,2O4",
+    "Lien 261 440 902 (Prompt Payment and Construction Lien Act) for $14,880.00, lienor Tamarack Glass Inc.",
+])
+def test_a_lien_without_the_word_builders_is_a_construction_lien(text):
+    assert "builders_lien" in kinds(text, "title")
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("262 091 447   11/03/2026     WRIT\n   CREDITOR - FIRSTLINE LEASING INC.\n   DEBTOR - JANE Q. SELLER\n   AMOUNT: $17,640.00", "judgment"),
+    ("262 118 450   06/02/2026     CAVEAT\n   RE : PURCHASER'S INTEREST\n   CAVEATOR - 1234567 ALBERTA LTD.", "caveat"),
+])
+def test_writs_and_caveats_on_the_register_are_material(text, kind):
+    assert kind in kinds(text, "title")
+
+
+@pytest.mark.parametrize("text", [
+    "232 055 803   15/03/2023     CAVEAT\n   RE : DEVELOPMENT AGREEMENT\n   CAVEATOR - THE TOWN OF EXAMPLE.",
+    "132 209 602   14/08/2013     CAVEAT\n   RE : ENCROACHMENT AGREEMENT\n   CAVEATOR - THE CITY OF EXAMPLE.",
+    "The searcher found no writs against either seller.",
+    "This sale is made on an as-is basis; caveat emptor applies to the chattels.",
+])
+def test_routine_caveats_and_negatives_are_benign(text):
+    assert kinds(text, "title") == ()
+
+
+def test_a_routine_subject_of_the_next_instrument_does_not_clear_this_one():
+    text = "262 118 450  CAVEAT  CAVEATOR - ABC LTD.\n262 118 451  EASEMENT"
+    assert "caveat" in kinds(text, "title")
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("COURT FILE 2601 00412\nCOURT OF KING'S BENCH OF ALBERTA\n\nCERTIFICATE 0F LIS PENDENS\n\nI certify that the plaintiff "
+     "claims an interest in the lands described as Plan 0412345, Block 2, Lot 7.\n\nIssued at Calgary, March 2, 2026.", True),
+    ("CAVEAT FORBIDDING REGISTRATION\nTO THE REGISTRAR OF LAND TITLES\n\nTAKE NOTICE that 998877 Alberta Ltd. claims an "
+     "interest in Lot 4 as purchaser under an agreement dated May 1, 2O25.", True),
+    ("COPY OF REGISTERED INSTRUMENT 142 100 200\n\nCAVEAT\n\nTAKE NOTICE that Example Developments Inc. claims an "
+     "interest in the lands under a restrictive covenant dated July 10, 2014.", False),
+])
+def test_a_copy_of_an_instrument_is_read_by_its_body(text, material):
+    assert bool(kinds(text, "title")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # registered 1996, searched 2026: older than any usual amortisation and still on title
+    ("RECEIVED 2026-02-11\n961 204 118   02/07/1996     M0RTGAGE\n   MORTGAGEE - PRAIRIE TRUST CO.\n   ORIGINAL PRINCIPAL AMOUNT: $71,5O0", True),
+    # no date on the line: the registration number's first two digits give the year (99 -> 1999)
+    ("SEARCH DATE: 14/01/2026\n991 300 442  MORTGAGE  MORTGAGEE - OLD BANK.", True),
+    # the seller's current mortgage is routine for the title review
+    ("SEARCH DATE: 14/01/2026\n212 330 119   28/06/2021     MORTGAGE\n   MORTGAGEE - CREDIT UNION LTD.\n   AMOUNT: $212,000", False),
+    # an old mortgage that was discharged is not on title any more
+    ("Mortgage 961 204 118 registered 02/07/1996 was discharged 15/03/2011.\nSearch date 2026-01-14", False),
+    # nothing to compare with: no newer date in the text
+    ("961 204 118   02/07/1996     MORTGAGE", False),
+])
+def test_a_mortgage_older_than_any_amortisation_is_a_stale_registration(text, material):
+    assert ("stale_mortgage" in kinds(text, "title")) is material
+
+
+def test_a_plural_section_heading_is_not_a_document_title():
+    text = ("LIENS AND CHARGES\nLocal improvement charges:  none\nTax notification registered at Land Titles: none\n"
+            "Other charges added to taxes: none")
+    assert kinds(text, "tax") == ()
+
+
+# --------------------------------------------------------------------------- money terms that need their context
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("SPECIAL RESOLUTION 2025-02: Bylaw 12 is replaced to allow one cat per unit; owners must carry $1,000,000 "
+     "liability insurance.", ()),
+    ("SPECIAL RESOLUTION 2026-01: a capital contribution of $2,100 is levied on each unit, due May 1, 2026.", ("special_levy",)),
+    ("SPECIAL RESOLUTION 2026-02 authorizes the Corporation to borrow up to $450,000 for the roadway, repayable from "
+     "increased contributions.", ("borrowing",)),
+])
+def test_a_special_resolution_is_a_levy_only_when_it_levies_money(text, want):
+    """A pet bylaw that names an insurance amount levies nothing; a resolution that borrows is borrowing, not a levy."""
+    assert kinds(text, "condo") == want
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("Contract awarded for $310,000 plus GST with a 10% holdback under the standard form.", False),
+    ("The contractor's final invoice and release of holdback, $62,400.00, were withheld pending the engineer's report.", True),
+])
+def test_a_holdback_is_a_risk_only_when_withheld_or_disputed(text, material):
+    assert ("builders_lien" in kinds(text, "condo")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("LOCAL IMPROVEMENTS\nBylaw 2201 lane paving: annual local improvement tax $412.50 to 2041; payable by each "
+     "successive owner.", True),
+    ("Local improvement ........ -", False),
+    ("Local improvement: Bylaw 09/14 water main - paid out in full 2019.", False),
+    ("Local improvements: none on roll.", False),
+])
+def test_a_local_improvement_levied_binds_the_buyer(text, material):
+    assert ("local_improvement" in kinds(text, "tax")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("The property is enrolled in the Tax Instalment Payment Plan; $160.00 per month, $480.00 received to date.", True),
+    ("Tax Instalment Payment Plan (TIPP): not enrolled", False),
+    ("TIPP .............. N/A", False),
+    ("The account was enrolled in TIPP from 2019 until the agreement was cancelled in 2024.", False),
+])
+def test_a_tax_instalment_plan_in_force_is_flagged_for_adjustment(text, material):
+    assert ("tax_instalment_plan" in kinds(text, "tax")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("The supplementary tax of $1,204.18 was due on March 31, 2026 and remains unpaid.", True),
+    ("A caveat secures unpaid contributions of $2,300.00 levied against the unit.", False),
+])
+def test_unpaid_is_a_tax_arrear_only_for_taxes(text, material):
+    assert ("tax_arrears" in kinds(text, "tax")) is material
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_new_term_fields_validate():
+    lex = RiskLexicon.model_validate({"domains": {"condo": {"terms": [
+        {"term": "deductible", "kind": "insurance", "min_amount": 25000},
+        {"term": "arrears", "kind": "arrears", "this_unit_only": True},
+        {"term": "mortgage", "kind": "stale_mortgage", "stale_after_years": 25},
+        {"term": "special resolution", "kind": "special_levy", "needs_amount": True, "context": ["levy"]},
+    ]}}})
+    assert "special_levy" in lex.kinds()
+    assert not lex.only_kinds(["insurance"]).owner_assessment_detector
+    with pytest.raises(ValueError):
+        RiskLexicon.model_validate({"domains": {"condo": {"terms": [{"term": "deductible", "min_amount": -1}]}}})
