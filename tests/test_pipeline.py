@@ -10,7 +10,6 @@ from retrieval_node.agent import RetrievalAgent
 from retrieval_node.errors import BackendError, IntentError
 from retrieval_node.ingest import Ingestor
 from retrieval_node.models import DocumentChunk, RetrievalIntent
-from retrieval_node.pack import render_evidence
 from retrieval_node.store import Store
 from tests.conftest import FULL_TRUST, write_jsonl
 
@@ -123,7 +122,7 @@ def test_package_is_verbatim_in_reading_order_with_provenance(agent, pipe_store)
         assert (ref.content, ref.content_hash, ref.document_id, ref.page_range) == (src.content, src.content_hash, src.document_id, src.page_range)
     keys = [(r.document_id, int(r.page_range.split("-")[0])) for r in pkg.ordered_chunks]
     assert keys == sorted(keys)
-    text = render_evidence(pkg.deal_id, pkg.intent_id, pkg.agent_id, pkg.ordered_chunks)
+    text = pkg.to_prompt()
     assert store.tokens.count(text) == pkg.total_tokens <= 4000
 
 
