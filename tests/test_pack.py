@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from retrieval_node.coverage import CoverageSelfCheck, coverage_score
 from retrieval_node.models import sha256_hex
-from retrieval_node.pack import ContextPackager, Scored, fence_for, render_block, render_evidence, to_reference
+from retrieval_node.pack import ContextPackager, Scored, render_evidence, to_reference
 from retrieval_node.finalize import finalize
 from retrieval_node.values import ChunkView, ScoreTerms
 from retrieval_node.tokens import TiktokenCounter
