@@ -220,8 +220,9 @@ class BaselineRetrievals:
 
     def retrieve(self, method: str, intent):  # noqa: ANN001, ANN201
         """(ContextPackage, RetrievalSummary) of ``method`` for ``intent``: ranked chunks, whole, until the budget."""
-        from retrieval_node.models import ContextPackage, RetrievalSummary
-        from retrieval_node.pack import package_hash, render_evidence, to_reference
+        from retrieval_node.models import RetrievalSummary
+        from retrieval_node.models import build_package, evidence_code
+        from retrieval_node.pack import render_evidence, to_reference
 
         view, members = self.members(intent)
         if method == "dense":
@@ -241,11 +242,11 @@ class BaselineRetrievals:
                 chosen.append(by_id[cid])
                 room -= cost
         refs = [to_reference(c) for c in sorted(chosen, key=lambda c: c.reading_key)]
-        total = self.store.tokens.count(render_evidence(intent.deal_id, intent.intent_id, intent.agent_id, refs))
-        fields = {"deal_id": intent.deal_id, "intent_id": intent.intent_id, "agent_id": intent.agent_id,
-                  "ordered_chunks": [r.model_dump(mode="json") for r in refs], "structural_toc": "", "exclusions_note": "",
-                  "total_tokens": total, "risk_summary": ""}
-        package = ContextPackage(**fields, package_hash=package_hash(fields))
+        # rendered exactly as the node renders its own packages (same evidence code scheme, same token count)
+        code = evidence_code(self.store.secret(), intent.deal_id, intent.intent_id, intent.agent_id, refs) if refs else None
+        total = self.store.tokens.count(render_evidence(intent.deal_id, intent.intent_id, intent.agent_id, refs, code=code))
+        package = build_package(deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id, refs=refs, structural_toc="",
+                                exclusions_note="", total_tokens=total, risk_summary="", evidence_code=code)
         summary = RetrievalSummary(audit_id=f"baseline:{method}", chunks_inspected=len(members), chunks_selected=len(refs),
                                    tokens_selected=total, risk_distribution={}, structural_coverage_score=0.0, missing_zones=[],
                                    needs_human_input=False, fallbacks=[], latency_ms={})
