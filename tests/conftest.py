@@ -97,3 +97,17 @@ def write_jsonl(path: Path, chunks: list[DocumentChunk], extra_lines: list[str |
         for line in extra_lines:
             fh.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
     return path
+
+
+@pytest.fixture()
+def tiered(store, make_chunk, tmp_path):
+    """A deal of three tiers: a public title page, a confidential lien, a privileged solicitor note."""
+    from retrieval_node.ingest import Ingestor
+
+    chunks = [
+        make_chunk("Certificate of title. Registered owner: Dana Whitford.", section="TITLE_SUMMARY", page=1, metadata={"sensitivity": "public"}),
+        make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00.", page=2, metadata={"sensitivity": "confidential"}),
+        make_chunk("Privileged solicitor note: client may dispute lien 252 114 567; advice dated 2026/01/09.", page=3, metadata={"sensitivity": "privileged"}),
+    ]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", chunks)])
+    return store, chunks

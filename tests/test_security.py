@@ -10,26 +10,13 @@ import pytest
 
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.errors import AccessDenied, TrustRequired
-from retrieval_node.ingest import Ingestor
 from retrieval_node.models import TrustContext
 from retrieval_node.node import RetrievalNode
-from tests.conftest import FULL_TRUST, write_jsonl
+from tests.conftest import FULL_TRUST
 
 DEAL = "2026-TEST-0001"
 PUBLIC = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent:reader")
 ANON = TrustContext(max_sensitivity="privileged", authenticated=False, actor_id="anonymous")
-
-
-@pytest.fixture()
-def tiered(store, make_chunk, tmp_path):
-    chunks = [
-        make_chunk("Certificate of title. Registered owner: Dana Whitford.", section="TITLE_SUMMARY", page=1, metadata={"sensitivity": "public"}),
-        make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00.", page=2, metadata={"sensitivity": "confidential"}),
-        make_chunk("Privileged solicitor note: the client may dispute caveat 262 001 442; advice of 2026/01/09.",
-                   section="CAVEATS_SECTION", page=3, metadata={"sensitivity": "privileged"}),
-    ]
-    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", chunks)])
-    return store, chunks
 
 
 def test_replay_applies_the_callers_trust(tiered):
@@ -76,7 +63,7 @@ def test_an_unauthenticated_caller_learns_nothing_about_chunks_above_public(tier
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     assert [r.chunk_id for r in pkg.ordered_chunks] == [chunks[0].chunk_id]
     assert not any(r.redacted for r in pkg.ordered_chunks)
-    assert all(chunks[i].document_id not in pkg.to_prompt() or chunks[i].document_id == chunks[0].document_id for i in (1, 2))
+    assert summary.fallbacks and not any(f.startswith("redacted") for f in summary.fallbacks)
 
 
 def test_trust_narrowing_is_a_meet():

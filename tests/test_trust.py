@@ -7,24 +7,12 @@ import pytest
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.backends.vectors import point_id
 from retrieval_node.errors import AccessDenied, ChunkNotFound, TrustRequired
-from retrieval_node.ingest import Ingestor
 from retrieval_node.models import TrustContext, sha256_hex
-from tests.conftest import FULL_TRUST, write_jsonl
+from tests.conftest import FULL_TRUST
 
 DEAL = "2026-TEST-0001"
 READER = TrustContext(max_sensitivity="public", authenticated=True, actor_id="agent:investigator_r1")
 CLERK = TrustContext(max_sensitivity="confidential", authenticated=True, actor_id="agent:clerk")
-
-
-@pytest.fixture()
-def tiered(store, make_chunk, tmp_path):
-    chunks = [
-        make_chunk("Certificate of title. Registered owner: Dana Whitford.", section="TITLE_SUMMARY", page=1, metadata={"sensitivity": "public"}),
-        make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00.", page=2, metadata={"sensitivity": "confidential"}),
-        make_chunk("Privileged solicitor note: client may dispute lien 252 114 567; advice dated 2026/01/09.", page=3, metadata={"sensitivity": "privileged"}),
-    ]
-    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", chunks)])
-    return store, chunks
 
 
 def test_trust_is_required(tiered):
