@@ -77,7 +77,8 @@ class RetrievalAgent:
         self.config = config or store.config
         if self.config.risk_signals is None:
             raise IntentError("configs/risk_signals.yaml is missing: the ranker needs risk lexicons")
-        self.audit = AuditLog(store.home / "audit", store.registry, background=self.config.retrieval.audit_write == "background")
+        self.audit = AuditLog(store.home / "audit", store.registry, background=self.config.retrieval.audit_write == "background",
+                              key=store.secret())
         if self.audit.background:
             store.add_close_hook(self.audit.close)  # the writer finishes before Mem0's client closes
         self.pipeline = Pipeline(store, self.config, audit=self.audit)
@@ -164,21 +165,22 @@ class RetrievalAgent:
         self.audit.close()
 
     # -- replay --------------------------------------------------------------------------
-    def replay(self, audit_id: str, *, trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary]:
+    def replay(self, audit_id: str, *, trust: TrustContext | None = None, allow_legacy: bool = False) -> tuple[ContextPackage, RetrievalSummary]:
         """The package exactly as it was given, from its audit snapshot; nothing is retrieved again.
 
         The caller's trust applies as in a retrieval: a package holding anything above it is refused
         (:class:`~retrieval_node.errors.AccessDenied`). Raises :class:`~retrieval_node.errors.IntegrityError`
-        when the snapshot or the package inside it does not match its hash.
+        when the snapshot fails its hash or its MAC, holds another audit, or has no MAC (a snapshot written before
+        snapshots carried one: pass ``allow_legacy=True`` if you trust the file).
         """
-        return replay_snapshot(self.audit, audit_id, self._trust(trust))
+        return replay_snapshot(self.audit, audit_id, self._trust(trust), allow_legacy=allow_legacy)
 
 
-def replay_snapshot(audit: AuditLog, audit_id: str, trust: TrustContext) -> tuple[ContextPackage, RetrievalSummary]:
+def replay_snapshot(audit: AuditLog, audit_id: str, trust: TrustContext, *, allow_legacy: bool = False) -> tuple[ContextPackage, RetrievalSummary]:
     """The package of ``audit_id`` as it was given, if ``trust`` may read all of it (as a retrieval would let it):
     the deal in its scopes, every chunk's content within its clearance, every redacted listing at most one level
     above it. Anything more is :class:`AccessDenied`, not a partial package (a replay is the package as given or nothing)."""
-    snap = audit.read_snapshot(audit_id)
+    snap = audit.read_snapshot(audit_id, allow_legacy=allow_legacy)
     package = ContextPackage.model_validate(snap["package"])
     fields = package.model_dump(mode="json")
     if package_hash(fields) != package.package_hash:

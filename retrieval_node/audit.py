@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import hmac
 import json
 import os
 import threading
@@ -43,7 +44,32 @@ def canonical_json(obj: Any) -> bytes:
     """The canonical bytes of a snapshot or a part of one: sorted keys, compact, UTF-8 (orjson)."""
     return orjson.dumps(obj, option=_ORJSON_CANONICAL, default=str)
 _SNAPSHOT_HEAD = b'{"sha256":"'
+_MAC_HEAD = b'{"mac":"'
 _SNAPSHOT_MID = b'","snapshot":'
+
+
+def _mac(key: bytes, body: bytes) -> str:
+    return hmac.new(key, b"retrieval-node snapshot\x00" + body, hashlib.sha256).hexdigest()
+
+
+def _split_snapshot(raw: bytes) -> tuple[str | None, str | None, bytes | None]:
+    """(mac, sha256, body) of a snapshot file exactly as written (``{"mac":..,"sha256":..,"snapshot":..}``, or
+    without the mac as older files were), or (None, None, None) when it is not laid out that way."""
+    sep = b'","sha256":"'
+    if raw.startswith(_MAC_HEAD):
+        mac_end = len(_MAC_HEAD) + 64
+        if raw[mac_end:mac_end + len(sep)] != sep:
+            return None, None, None
+        mac: bytes | None = raw[len(_MAC_HEAD):mac_end]
+        sha_start = mac_end + len(sep)
+    elif raw.startswith(_SNAPSHOT_HEAD):
+        mac, sha_start = None, len(_SNAPSHOT_HEAD)
+    else:
+        return None, None, None
+    sha_end = sha_start + 64
+    if raw[sha_end:sha_end + len(_SNAPSHOT_MID)] != _SNAPSHOT_MID or not raw.endswith(b"}"):
+        return None, None, None
+    return (mac.decode("ascii", "replace") if mac is not None else None), raw[sha_start:sha_end].decode("ascii", "replace"), raw[sha_end + len(_SNAPSHOT_MID):-1]
 
 
 def new_audit_id() -> str:
@@ -68,7 +94,7 @@ class AuditLog:
     >>> log.record(entry, snapshot, audit_id="aud_...")          # doctest: +SKIP
     """
 
-    def __init__(self, directory: Path, registry: Mem0Registry | None, *, background: bool = False) -> None:
+    def __init__(self, directory: Path, registry: Mem0Registry | None, *, background: bool = False, key: bytes | None = None) -> None:
         """``registry`` may be None to only read snapshots (replay needs no backend).
 
         With ``background=True`` the Mem0 entry is appended to the journal and written by a
@@ -78,6 +104,7 @@ class AuditLog:
         self.directory = directory
         self.registry = registry
         self.background = background
+        self.key = key  # the store's secret: snapshots are MACed with it and checked against it
         self._journal_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._wake = threading.Event()
@@ -102,30 +129,58 @@ class AuditLog:
 
         The canonical body (sorted keys, no whitespace, UTF-8) is serialised once with orjson (the
         stdlib encoder took ~10 ms of a call, all of it holding the GIL) and embedded as is, so
-        :meth:`read_snapshot` checks the hash on the stored bytes themselves.
+        :meth:`read_snapshot` checks the hash on the stored bytes themselves. With the store's secret
+        ``key``, the file also carries ``mac``: HMAC-SHA256 of the body under the key, which no one
+        without the key can recompute for an edited body.
         """
         body = canonical_json(snapshot)
         digest = hashlib.sha256(body).hexdigest()
-        _atomic_write(self.snapshot_path(audit_id), _SNAPSHOT_HEAD + digest.encode() + _SNAPSHOT_MID + body + b"}")
+        head = _SNAPSHOT_HEAD
+        if self.key is not None:
+            head = _MAC_HEAD + _mac(self.key, body).encode() + b'","sha256":"'
+        _atomic_write(self.snapshot_path(audit_id), head + digest.encode() + _SNAPSHOT_MID + body + b"}")
         return digest
 
-    def read_snapshot(self, audit_id: str) -> dict[str, Any]:
-        """The stored snapshot, after checking its hash; a tampered file raises :class:`IntegrityError`."""
+    def read_snapshot(self, audit_id: str, *, allow_legacy: bool = False) -> dict[str, Any]:
+        """The stored snapshot of ``audit_id``, after checking it: its sha256, its MAC under the store's secret, and
+        that the file holds that audit (a snapshot copied or linked under another audit's name is refused).
+
+        A snapshot without a MAC (written before snapshots carried one, or stripped of it) is refused in a store
+        that has a secret unless ``allow_legacy``: its hash alone proves nothing against someone who can write
+        the file. Any failure raises :class:`IntegrityError`.
+        """
         path = self.snapshot_path(audit_id)
         if not path.exists():
             raise FileNotFoundError(f"no audit snapshot {audit_id} in {self.directory}")
         raw = path.read_bytes()
-        head = len(_SNAPSHOT_HEAD) + 64 + len(_SNAPSHOT_MID)
-        if raw.startswith(_SNAPSHOT_HEAD) and raw[len(_SNAPSHOT_HEAD) + 64:head] == _SNAPSHOT_MID and raw.endswith(b"}"):
-            body = raw[head:-1]
-            if hashlib.sha256(body).hexdigest().encode() == raw[len(_SNAPSHOT_HEAD):len(_SNAPSHOT_HEAD) + 64]:
-                return json.loads(body)
-        # not byte-for-byte as written (re-formatted, or modified): re-derive the canonical body, either encoder
-        wrapper = json.loads(raw.decode("utf-8"))
-        snap = wrapper["snapshot"]
-        std = json.dumps(snap, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-        if wrapper.get("sha256") not in (sha256_hex(std), hashlib.sha256(canonical_json(snap)).hexdigest()):
+        mac, sha, body = _split_snapshot(raw)
+        if body is None:  # not byte-for-byte as written (re-formatted, or modified): re-derive the canonical body
+            try:
+                wrapper = json.loads(raw.decode("utf-8"))
+                snap_obj = wrapper["snapshot"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise IntegrityError(f"audit snapshot {audit_id} is not a snapshot file ({exc.__class__.__name__}: {exc})") from exc
+            std = json.dumps(snap_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+            body = canonical_json(snap_obj)
+            sha = wrapper.get("sha256")
+            mac = wrapper.get("mac")
+            if sha not in (hashlib.sha256(std).hexdigest(), hashlib.sha256(body).hexdigest()):
+                raise IntegrityError(f"audit snapshot {audit_id} does not match its hash: it was modified after it was written")
+            if sha == hashlib.sha256(std).hexdigest():
+                body = std
+        elif hashlib.sha256(body).hexdigest() != sha:
             raise IntegrityError(f"audit snapshot {audit_id} does not match its hash: it was modified after it was written")
+        if mac is not None:
+            if self.key is None:
+                raise IntegrityError(f"audit snapshot {audit_id} carries a MAC but the store's secret (secret.key) is missing: it cannot be verified")
+            if not hmac.compare_digest(mac, _mac(self.key, body)):
+                raise IntegrityError(f"audit snapshot {audit_id} fails its MAC: it was modified (or written) by someone without the store's secret")
+        elif self.key is not None and not allow_legacy:
+            raise IntegrityError(f"audit snapshot {audit_id} has no MAC: written before snapshots carried one, or stripped of it; "
+                                 "replay it with allow_legacy=True (retrieval-node replay --legacy) only if you trust the file")
+        snap = json.loads(body)
+        if snap.get("audit_id") != audit_id:
+            raise IntegrityError(f"the snapshot file of {audit_id} holds audit {snap.get('audit_id')!r}: it was copied or linked under another name")
         return snap
 
     def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:

@@ -335,10 +335,12 @@ def replay(
     store: StoreOpt = None,
     max_sensitivity: SensitivityOpt = SensitivityName.confidential.value,
     actor: ActorOpt = None,
+    legacy: Annotated[bool, typer.Option("--legacy", help="Accept a snapshot without a MAC (written by an older version); "
+                                                          "only for files you trust.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a package exactly as it was given, from its audit snapshot (hash-checked), without retrieving again.
-    A package holding chunks above --max-sensitivity is refused."""
+    """Print a package exactly as it was given, from its audit snapshot (hash- and MAC-checked), without retrieving
+    again. A package holding chunks above --max-sensitivity is refused."""
     try:
         level = _choice("--max-sensitivity", max_sensitivity.lower(), SensitivityName)
         home = _require_store(store)
@@ -349,9 +351,11 @@ def replay(
     from .audit import AuditLog
 
     try:
-        audit = AuditLog(home / "audit", registry=None)  # reading a snapshot needs no backend
+        from .store import read_secret
+
+        audit = AuditLog(home / "audit", registry=None, key=read_secret(home))  # reading a snapshot needs no backend
         try:
-            package, summary = replay_snapshot(audit, audit_id, _cli_trust(actor, level))
+            package, summary = replay_snapshot(audit, audit_id, _cli_trust(actor, level), allow_legacy=legacy)
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
     except RetrievalNodeError as exc:

@@ -321,6 +321,14 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
 SECRET_FILE = "secret.key"
 
 
+def read_secret(home: Path) -> bytes | None:
+    """The store's secret if it has one (never creates it: for readers such as ``retrieval-node replay``)."""
+    path = home / SECRET_FILE
+    if not path.exists():
+        return None
+    return read_or_create_secret(home)
+
+
 def read_or_create_secret(home: Path) -> bytes:
     """The 32-byte secret of the store at ``home``, written once (mode 0600, atomically) when missing."""
     path = home / SECRET_FILE

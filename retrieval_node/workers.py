@@ -132,6 +132,7 @@ class _RemoteBackends:
         self.registry = _RemoteRegistry(link)
         self.generations: dict[str, int] = {}
         self.patterns_gen = 0
+        self._secret: bytes | None = None
 
     def generation(self, deal_id: str) -> int:
         return self.generations.get(deal_id, 0)
@@ -142,7 +143,9 @@ class _RemoteBackends:
     def secret(self) -> bytes:
         from .store import read_or_create_secret
 
-        return read_or_create_secret(self.home)
+        if self._secret is None:
+            self._secret = read_or_create_secret(self.home)
+        return self._secret
 
 
 class _DeferredAudit(AuditLog):
@@ -150,8 +153,8 @@ class _DeferredAudit(AuditLog):
     rendered here and travels back with the call's result, and the parent's AuditLog writes it (after the
     snapshot, before the caller gets the package). Warm-up (``dry``) calls record nothing."""
 
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory, None)
+    def __init__(self, directory: Path, key: bytes) -> None:
+        super().__init__(directory, None, key=key)
         self.memory: tuple[str, str, dict[str, Any], np.ndarray | None] | None = None  # this call's entry, for the parent
         self.dry = False
 
@@ -172,7 +175,9 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
     link = _Link(conn)
     try:
         backends = _RemoteBackends(link, Path(home), config)
-        audit = _DeferredAudit(Path(home) / "audit")
+        from .store import read_or_create_secret
+
+        audit = _DeferredAudit(Path(home) / "audit", read_or_create_secret(Path(home)))
         pipeline = Pipeline(backends, config, audit=audit)
     except BaseException as exc:  # reported to the parent, which raises it
         conn.send(("failed", repr(exc)))

@@ -88,3 +88,49 @@ def test_mem0_telemetry_is_off_whichever_backend_imports_mem0_first():
     code = "import retrieval_node.backends.mem0_edge\nimport mem0.memory.telemetry as t\nprint(t.MEM0_TELEMETRY)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def _forge(path, edit):
+    """Rewrite a snapshot file as a forger who knows the format (but not the store's secret) would."""
+    import hashlib
+    import json
+
+    from retrieval_node.audit import canonical_json
+
+    wrapper = json.loads(path.read_text())
+    snap = wrapper["snapshot"]
+    edit(snap, wrapper)
+    wrapper["sha256"] = hashlib.sha256(canonical_json(snap)).hexdigest()
+    path.write_text(json.dumps(wrapper))
+
+
+def test_a_forged_or_swapped_snapshot_does_not_replay(tiered):
+    from retrieval_node.errors import IntegrityError
+    from retrieval_node.models import package_hash
+
+    store, _ = tiered
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    intent = agent.intent_for("investigator", deal_id=DEAL)
+    pkg_a, a = agent.retrieve_sync(intent)
+    _, b = agent.retrieve_sync(intent.model_copy(update={"max_tokens_budget": 300}))
+    path_a, path_b = agent.audit.snapshot_path(a.audit_id), agent.audit.snapshot_path(b.audit_id)
+    original = path_a.read_bytes()
+
+    def clear_title(snap, _wrapper):  # change the content and re-hash both the package and the file
+        pkg = snap["package"]
+        pkg["ordered_chunks"][0]["content"] = "No registrations. Title is clear."
+        pkg["package_hash"] = package_hash(pkg)
+
+    _forge(path_a, clear_title)
+    with pytest.raises(IntegrityError, match="MAC"):
+        agent.replay(a.audit_id)
+    path_a.write_bytes(path_b.read_bytes())  # B's genuine snapshot under A's name
+    with pytest.raises(IntegrityError, match="holds audit"):
+        agent.replay(a.audit_id)
+    path_a.write_bytes(original)
+    _forge(path_a, lambda snap, wrapper: wrapper.pop("mac"))  # the MAC stripped: an unauthenticated file
+    with pytest.raises(IntegrityError, match="no MAC"):
+        agent.replay(a.audit_id)
+    assert agent.replay(a.audit_id, allow_legacy=True)[1].audit_id == a.audit_id  # only when the caller says so
+    path_a.write_bytes(original)
+    assert agent.replay(a.audit_id)[0] == pkg_a
