@@ -30,7 +30,7 @@ from .models import (
     sha256_hex,
     to_reference,
 )
-from .pipeline import Pipeline
+from .pipeline import Pipeline, admit
 from .store import Store
 
 
@@ -185,10 +185,7 @@ def replay_snapshot(audit: AuditLog, audit_id: str, trust: TrustContext, *, allo
     fields = package.model_dump(mode="json")
     if package_hash(fields) != package.package_hash:
         raise IntegrityError(f"audit snapshot {audit_id}: the package does not match its package_hash")
-    if not trust.in_scope(package.deal_id):
-        raise AccessDenied(f"{trust.actor_id} has no scope for deal {package.deal_id}; audit {audit_id} is not replayed")
-    if trust.agent_id is not None and package.agent_id != trust.agent_id:
-        raise AccessDenied(f"{trust.actor_id} is agent {trust.agent_id!r}; audit {audit_id} was given to {package.agent_id!r}")
+    admit(trust, deal_id=package.deal_id, agent_id=package.agent_id, what=f"replay of audit {audit_id}")
     above = [r for r in package.ordered_chunks
              if not (trust.allows(package.deal_id, r.sensitivity) or (r.redacted and trust.allows_redacted(package.deal_id, r.sensitivity)))]
     if above:

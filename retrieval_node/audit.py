@@ -410,7 +410,7 @@ def record_retrieval(
         max_tokens=intent.max_tokens_budget, candidates_found=len(scored), candidates_filtered=len(scored) - len(refs),
         final_chunks=len(refs), context_package_hash=package.package_hash,
         exclusions=sorted(f"{cid}: {why}" for cid, why in sel.excluded.items()),
-        risk_flags=sorted(k for cid in selected_ids for k in sel.chosen[cid].terms.risk_kinds),
+        risk_flags=sorted(k for k, n in risk_distribution.items() for _ in range(n)),
         confidence_score=min(1.0, confidence), coverage_completeness=report.score, human_review_required=needs_human,
     )
     summary = RetrievalSummary(

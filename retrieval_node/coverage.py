@@ -28,10 +28,6 @@ from .values import Candidate, ChunkView, CoverageReport, Scored, Selection, cov
 #: Windows fetched when scoring a required zone's members against the zone query (the packer needs its best few).
 ZONE_SEARCH_WINDOWS = 64
 
-#: Packaged chunks per zone (kept under its earlier name).
-zones_in = zone_counts
-
-
 def _not_sole_cover(sel: Selection, required: Sequence[str]) -> Callable[[Scored], bool]:
     """Whether a packaged chunk can go without leaving one of the ``required`` zones uncovered."""
     req = set(required)
@@ -382,4 +378,4 @@ def repair(
     return report
 
 
-__all__ = ["ZONE_SEARCH_WINDOWS", "CoverageReport", "CoverageSelfCheck", "ZoneSource", "coverage_score", "repair", "zones_in"]
+__all__ = ["ZONE_SEARCH_WINDOWS", "CoverageReport", "CoverageSelfCheck", "ZoneSource", "coverage_score", "repair"]

@@ -601,8 +601,9 @@ SECTION_LABELS: dict[str, str] = {
 }
 
 
-def _block_parts(ref: ChunkReference, n: int, code: str | None, deal_id: str | None = None) -> tuple[str, str, str]:
-    """(header line, quoted body, end line) of one block; ``"".join`` of them is :func:`render_block`."""
+def block_parts(ref: ChunkReference, n: int, code: str | None = None, deal_id: str | None = None) -> tuple[str, str, str]:
+    """(header line, quoted body, end line) of one block: ``"".join`` of them is :func:`render_block`; apart, a token
+    counter can count them piece by piece."""
     end = code if code is not None else fence_for(ref.content, ref.content_hash)
     body = ref.content if not ref.redacted else f"[REDACTED: {ref.sensitivity.value} document; content withheld from this caller]"
     pages = ref.page_range if "-" not in ref.page_range or ref.page_range.split("-")[0] != ref.page_range.split("-")[1] else ref.page_range.split("-")[0]
@@ -618,12 +619,7 @@ def _block_parts(ref: ChunkReference, n: int, code: str | None, deal_id: str | N
 def render_block(ref: ChunkReference, n: int, code: str | None = None, deal_id: str | None = None) -> str:
     """One quoted excerpt: its citation id, document, pages and section, the verbatim text, and the end line with the
     package's code (full provenance, chunk id and hashes, is in the package itself)."""
-    return "".join(_block_parts(ref, n, code, deal_id))
-
-
-def block_parts(ref: ChunkReference, n: int, code: str | None = None, deal_id: str | None = None) -> tuple[str, str, str]:
-    """:func:`render_block` as (header line, quoted body, end line), for counting tokens piece by piece."""
-    return _block_parts(ref, n, code, deal_id)
+    return "".join(block_parts(ref, n, code, deal_id))
 
 
 def evidence_parts(deal_id: str, intent_id: str, agent_id: str, refs: Sequence[ChunkReference], *, code: str | None = None) -> list[str]:
@@ -635,7 +631,7 @@ def evidence_parts(deal_id: str, intent_id: str, agent_id: str, refs: Sequence[C
     shown = code if code is not None else "<code>"
     parts = [preamble(deal_id, intent_id, agent_id, shown) + "\n"]
     for i, r in enumerate(refs, start=1):
-        head, body, end = _block_parts(r, i, code, deal_id)
+        head, body, end = block_parts(r, i, code, deal_id)
         parts += [head, body, end + "\n"]
     return parts
 

@@ -131,10 +131,7 @@ class Pipeline:
         """One retrieval: the plan passes first (nothing is embedded or fetched before), then every stage in order."""
         t_start = time.perf_counter()
         clock = _Clock()
-        if not trust.in_scope(intent.deal_id):
-            raise AccessDenied(f"{trust.actor_id} has no scope for deal {intent.deal_id} (scopes: {trust.scopes})")
-        if trust.agent_id is not None and intent.agent_id != trust.agent_id:  # identity comes from the caller, not the request
-            raise AccessDenied(f"{trust.actor_id} is agent {trust.agent_id!r}; an intent of agent {intent.agent_id!r} is refused")
+        admit(trust, deal_id=intent.deal_id, agent_id=intent.agent_id, what=f"intent {intent.intent_id}")
         fallbacks: list[str] = []
         rc = self.config.retrieval
         plan = self.plan(intent)
@@ -231,6 +228,15 @@ class Pipeline:
         return scored, confidence, False
 
 
+def admit(trust: TrustContext, *, deal_id: str, agent_id: str, what: str) -> None:
+    """Raise :class:`AccessDenied` unless ``trust`` reaches ``deal_id`` and, when it is bound to an agent, is that agent
+    (identity comes from the caller, not from the request); ``what`` names the request in the message."""
+    if not trust.in_scope(deal_id):
+        raise AccessDenied(f"{trust.actor_id} has no scope for deal {deal_id} (scopes: {trust.scopes}); {what} is refused")
+    if trust.agent_id is not None and agent_id != trust.agent_id:
+        raise AccessDenied(f"{trust.actor_id} is agent {trust.agent_id!r}; {what} of agent {agent_id!r} is refused")
+
+
 def _degradations(fallbacks: list[str], needs_human: bool, *, refs: Sequence[ChunkReference], redacted: int, above_trust: int,
                   missed: Sequence[Scored], report: CoverageReport, budget: int, searched: bool, what: str) -> bool:
     """Record in ``fallbacks`` what the package lacks and why; returns whether a human must look."""
@@ -278,4 +284,4 @@ class _Lap:
         self.clock.timings[self.name] = self.clock.timings.get(self.name, 0.0) + (time.perf_counter() - self.t) * 1000
 
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "admit"]

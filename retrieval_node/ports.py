@@ -3,7 +3,7 @@
 ============================  ===========================================================  ==========================
 port                          what the pipeline calls                                       implementations
 ============================  ===========================================================  ==========================
-:class:`ChunkSearch`          ``search_points_many`` (batch first), ``payloads``,           ``EdgeChunkIndex``,
+:class:`ChunkSearch`          ``search_points_many`` (the one search), ``payloads``,           ``EdgeChunkIndex``,
                               ``deal_payloads``                                             ``QdrantChunkIndex``,
                                                                                             the process pool's link
 :class:`ChunkIndex`           the above plus ``upsert``, ``count``, ``flush``, ``close``    the two indexes
@@ -14,8 +14,8 @@ port                          what the pipeline calls                           
 :class:`Backends`             the above, the store's home and config, the generations       ``Store``, the pool's remote store
 ============================  ===========================================================  ==========================
 
-A single search is :func:`search_points`, derived from the batch entry point, so an index implements one
-search. A point id comes back as a :class:`uuid.UUID` (or its integer, from another process).
+An index implements one search, the batch; ``search_points`` and ``search`` are derived from it
+(:class:`~retrieval_node.backends.vectors.DerivedSearch`). A point id comes back as a :class:`uuid.UUID` (or its integer, from another process).
 """
 
 from __future__ import annotations
@@ -88,11 +88,6 @@ class ChunkIndex(ChunkSearch, Protocol):
     def close(self) -> None: ...
 
 
-def search_points(index: ChunkSearch, vector: np.ndarray, scope: SearchScope, limit: int) -> list[PointScore]:
-    """One search: :meth:`ChunkSearch.search_points_many` of one request."""
-    return index.search_points_many([(vector, scope, limit)])[0]
-
-
 @runtime_checkable
 class ChunkRegistry(Protocol):
     """The structural layer (Mem0): a deal's registered chunks and the institutional patterns."""
@@ -149,5 +144,4 @@ __all__ = [
     "SearchRequest",
     "SearchScope",
     "TokenCounter",
-    "search_points",
 ]

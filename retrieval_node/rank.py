@@ -16,7 +16,7 @@ selection can be explained.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .cache import BoundedCache
 from .config import AgentProfile, NodeConfig, RiskLexicon, RiskWeights
@@ -89,12 +89,6 @@ def pattern_relevance(topic: str, chunk_kinds: Iterable[str]) -> float:
 
 
 # --------------------------------------------------------------------------- ranker
-
-
-@dataclass(slots=True)
-class RankedChunk:
-    chunk_id: str
-    terms: ScoreTerms = field(default_factory=ScoreTerms)
 
 
 class RiskAwareRanker:
@@ -277,7 +271,6 @@ __all__ = [
     "LEXICAL_WEIGHT",
     "PatternHit",
     "RankSettings",
-    "RankedChunk",
     "Rankers",
     "RiskAwareRanker",
     "ScoreTerms",
