@@ -23,6 +23,7 @@ from .cache import BoundedCache
 from .contracts import ContractPlan
 from .errors import BackendError
 from .models import TrustContext, sha256_hex
+from .passages import Links, continuation_links
 from .ports import Backends
 from .values import ChunkView
 
@@ -55,6 +56,10 @@ class DealView:
         return value
 
     # -- indexes -------------------------------------------------------------------------
+    def passage_links(self) -> Links:
+        """Which chunk continues which (a passage Stage 0 split across chunks), built once per view."""
+        return self._memoised(("passage_links",), lambda: continuation_links(self.chunks.values()))
+
     def zone_members(self, zone: str) -> list[ChunkView]:
         """The deal's chunks tagged with ``zone``, in chunk-id order (index built once per view)."""
         if self._zones is None:

@@ -16,7 +16,7 @@ accounting; :func:`~retrieval_node.finalize.finalize` puts it in reading order a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
 
 from .cache import BoundedCache
@@ -108,6 +108,7 @@ class ContextPackager:
         zones: Sequence[str] = (),
         risk_share: float = 1.0,
         excerpt_for: ExcerptFor | None = None,
+        companions: Mapping[str, Sequence[Scored]] | None = None,
     ) -> Selection:
         """Risk chunks first (on equal risk: those in a required ``zones`` entry, then cheaper), then the rest by score.
 
@@ -115,8 +116,10 @@ class ContextPackager:
         leaves room for an excerpt-sized share of every risk chunk after it; otherwise, when
         ``excerpt_for(chunk)`` gives a span, as that verbatim excerpt (so a tight budget carries
         the passage of every risk before the whole text of a few). Excerpts are upgraded to the
-        whole chunk, strongest first, while the risk room allows. What the risk phase leaves out
-        competes with everything else by combined score.
+        whole chunk, strongest first, while the risk room allows. Then the ``companions`` of each
+        material chunk packed whole (:func:`~retrieval_node.passages.companions`: the chunks its
+        passage runs into or out of), in the risk order, while the budget allows. What is left
+        competes by combined score.
         """
         sel = Selection()
         wanted = set(zones)
@@ -150,6 +153,20 @@ class ContextPackager:
             remaining -= cost
             risk_room -= cost
         remaining, risk_room = self.upgrade(sel, risky, free=remaining, risk_room=risk_room)
+        for s in risky if companions else ():
+            if s.chunk.chunk_id not in sel.chosen or s.span is not None:
+                continue
+            for c in companions.get(s.chunk.chunk_id, ()):  # type: ignore[union-attr]
+                if c.chunk.chunk_id in sel.chosen:
+                    continue
+                cost = self.block_cost(c.chunk)
+                what = f"continues the passage of material chunk {s.chunk.chunk_id[:12]} ({', '.join(s.terms.risk_kinds)}), split by Stage 0"
+                if cost <= remaining:
+                    c.span = None
+                    self.add(sel, c, what)
+                    remaining -= cost
+                else:
+                    sel.excluded[c.chunk.chunk_id] = f"over budget: {what}; needs {cost} tokens, {remaining} left"
         rest = sorted((s for s in scored if s.chunk.chunk_id not in sel.chosen), key=lambda s: (-s.terms.combined, s.chunk.chunk_id))
         for s in rest:
             s.span = None

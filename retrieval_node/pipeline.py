@@ -48,6 +48,7 @@ from .models import (
     to_reference,
 )
 from .pack import ContextPackager
+from .passages import companions
 from .ports import AuditSink, Backends
 from .rank import RankSettings, Rankers, rank
 from .retrieve import SegmentAwareRetriever
@@ -155,12 +156,15 @@ class Pipeline:
             mem0_calls += calls
             scored = rank(result.candidates, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin="search")
             scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, settings, patterns, fallbacks)
+            passages, fresh = companions(scored, links=view.passage_links(), chunks=view.chunks, eligible=lambda c: gate.eligible(c) and gate.in_time(c),
+                                         score=lambda cands: rank(cands, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin="passage"))
+            scored = scored + fresh
 
         budget = intent.max_tokens_budget
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
         with clock("packaging_ms"):
             sel = self.packager.select(scored, budget=budget, overhead=overhead, zones=intent.required_structural_zones or (),
-                                       risk_share=settings.risk_share, excerpt_for=settings.excerpt_for) if scored else Selection()
+                                       risk_share=settings.risk_share, excerpt_for=settings.excerpt_for, companions=passages) if scored else Selection()
         found = {s.chunk.chunk_id: s for s in scored}
         with clock("coverage_ms"):
             zones = ZoneSource(plan=plan, retriever=self.retriever, view=view, gate=gate, query_text=intent.query_text,

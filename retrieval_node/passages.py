@@ -1,0 +1,191 @@
+"""Passages Stage 0 split across chunks: which chunk continues which (spec 2.4: complete evidence).
+
+Stage 0 cuts a document at page and size limits, not where a sentence or a table ends. A board motion
+reads "MOVED ... that the cost be" at the foot of one page and "recovered from owners by an assessment of
+$14,500 per unit ... CARRIED" at the top of the next; a reserve fund projection puts its title and first
+rows in one chunk and its "(cont.)" rows, where the balance turns negative, in the next. Either half alone
+misreads the passage: the amount without the decision, or the shortfall without the table it belongs to.
+A chunk judged material therefore brings the chunk its passage runs into or out of
+(:func:`companions`), and the packager places that companion right after the material chunks.
+
+What links two chunks (same document, the second starting on the page the first ends on or the next):
+
+* the second *continues*: its first line of text (after the page's running header, which is recognised
+  as a line that opens or closes many chunks of the document, and after page-number lines) starts in
+  lower case ("recovered from owners ...", not an item label like "a)") or carries a continuation marker
+  ("Table 6.2 (cont.)", "(continued)", "continued from");
+* and the first *leads into it*: its last line of text ends without a sentence's closing punctuation or
+  with a hyphen ("... that the cost be", "descr-"), or, for a marker that names its table or schedule
+  ("Table 6.2 (cont.)"), the first holds that label.
+
+Exactly one chunk may qualify as the predecessor; when two do, nothing is linked (no guess). The links
+depend only on the deal's chunks, so they are built once per deal view.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .values import Candidate, ChunkView, Scored
+
+#: A line that is only a page number: "Page 61 of 238", "- 12 -", "12", "p. 4", "4/238".
+_PAGE_LINE = re.compile(r"(?:page|p\.|pg\.?)?\s*[-\u2013]?\s*\d{1,5}\s*(?:(?:of|/)\s*\d{1,5})?\s*[-\u2013]?", re.IGNORECASE)
+#: A continuation marker on a chunk's first line, with the label before it ("Table 6.2 (cont.)").
+_MARKER = re.compile(r"\(\s*cont(?:inued|'d|d|\.)?\s*\)|\bcontinued\b|\bcont\.(?=\s|$)", re.IGNORECASE)
+#: A label a marker continues: "Table 6.2", "Schedule B", "Appendix C-1", "Note 11".
+_LABEL = re.compile(r"\b(table|schedule|appendix|exhibit|note|section|article|part)\s+([0-9]+(?:\.[0-9]+)*|[a-z](?:[-.][0-9]+)?)\b",
+                    re.IGNORECASE)
+#: An item label that opens a line in lower case without continuing anything: "a)", "(iv)", "i.", "e.g.".
+_ITEM = re.compile(r"(?:\(?[a-z]{1,4}[.)]|e\.g\.|i\.e\.)(?:\s|$)")
+#: What a finished last line ends with: a sentence's or a clause's end, a closing bracket or quote.
+_CLOSED_END = re.compile(r"[.!?:;)\]\"'\u2019\u201d]\s*$")
+#: A running header or footer opens or closes at least this many chunks of the document, and at least this share.
+FURNITURE_MIN = 3
+FURNITURE_SHARE = 0.3
+
+
+def _shape(line: str) -> str:
+    """A line as furniture is compared: lower case, digits as '#', spaces collapsed."""
+    return " ".join(re.sub(r"\d", "#", line.lower()).split())
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def _furniture(chunks: Sequence[ChunkView]) -> set[str]:
+    """Shapes of the lines that open or close many chunks of one document: running headers and footers."""
+    seen: Counter[str] = Counter()
+    for c in chunks:
+        lines = _lines(c.content)
+        seen.update({_shape(ln) for ln in lines[:2] + lines[-2:]})
+    floor = max(FURNITURE_MIN, FURNITURE_SHARE * len(chunks))
+    return {shape for shape, n in seen.items() if n >= floor}
+
+
+def body_lines(text: str, furniture: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """The chunk's lines without the running header/footer lines around them and without page-number lines."""
+    lines = _lines(text)
+
+    def furniture_line(ln: str) -> bool:
+        return _shape(ln) in furniture or _PAGE_LINE.fullmatch(ln) is not None
+
+    while lines and furniture_line(lines[0]):
+        lines.pop(0)
+    while lines and furniture_line(lines[-1]):
+        lines.pop()
+    return lines
+
+
+def continues(first: str) -> tuple[bool, str | None]:
+    """(whether a chunk whose first line of text is ``first`` continues the previous one, the label it continues)."""
+    marker = _MARKER.search(first)
+    if marker is not None:
+        label = _LABEL.search(first[:marker.start()])
+        return True, (f"{label.group(1)} {label.group(2)}".lower() if label else None)
+    opening = first.lstrip("\"'(\u201c\u2018")
+    if opening[:1].islower() and _ITEM.match(opening) is None:
+        return True, None
+    return False, None
+
+
+def leads_on(last: str) -> bool:
+    """Whether a last line of text ends mid-sentence: no closing punctuation, or a word broken by a hyphen."""
+    if last.endswith("-") and not last.endswith("--"):
+        return True
+    return _CLOSED_END.search(last) is None and re.search(r"[a-z,]$", last) is not None
+
+
+def _has_label(lines: Sequence[str], label: str) -> bool:
+    kind, _, number = label.partition(" ")
+    pattern = re.compile(rf"\b{re.escape(kind)}\s+{re.escape(number)}(?![0-9.]*[0-9])", re.IGNORECASE)
+    return any(pattern.search(ln) for ln in lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """Continuation links of one deal: chunk id -> the chunk it continues, and -> the chunk that continues it."""
+
+    previous: Mapping[str, str]
+    following: Mapping[str, str]
+
+    def partners(self, chunk_id: str) -> tuple[str, ...]:
+        """The chunks ``chunk_id``'s passage runs into or out of (at most one each way), in reading order."""
+        return tuple(c for c in (self.previous.get(chunk_id), self.following.get(chunk_id)) if c is not None)
+
+
+def continuation_links(chunks: Iterable[ChunkView]) -> Links:
+    """Which chunk continues which, per document (see the module's rules). Deterministic: a function of the chunks."""
+    by_doc: dict[str, list[ChunkView]] = defaultdict(list)
+    for c in chunks:
+        by_doc[c.document_id].append(c)
+    previous: dict[str, str] = {}
+    for doc_chunks in by_doc.values():
+        if len(doc_chunks) < 2:
+            continue
+        furniture = _furniture(doc_chunks)
+        bodies = {c.chunk_id: body_lines(c.content, furniture) for c in doc_chunks}
+        for c in doc_chunks:
+            body = bodies[c.chunk_id]
+            if not body:
+                continue
+            flag, label = continues(body[0])
+            if not flag:
+                continue
+            near = [p for p in doc_chunks if p.chunk_id != c.chunk_id and bodies[p.chunk_id]
+                    and p.page_end in (c.page_start - 1, c.page_start) and p.page_start <= c.page_start]
+            if label is not None:
+                fits = [p for p in near if _has_label(bodies[p.chunk_id], label) and not _continues_label(bodies[p.chunk_id], label)]
+            else:
+                fits = [p for p in near if leads_on(bodies[p.chunk_id][-1])]
+            if len(fits) == 1:
+                previous[c.chunk_id] = fits[0].chunk_id
+    # two chunks of one page that each seem to continue the other: their order is unknown, so neither is linked
+    previous = {c: p for c, p in previous.items() if previous.get(p) != c}
+    following: dict[str, str] = {}
+    taken = Counter(previous.values())
+    for cid, pid in previous.items():
+        if taken[pid] == 1:  # a chunk that two chunks claim to continue is ambiguous: neither is linked onward from it
+            following[pid] = cid
+    return Links(previous={c: p for c, p in previous.items() if taken[p] == 1}, following=following)
+
+
+def _continues_label(lines: Sequence[str], label: str) -> bool:
+    """Whether the chunk itself opens as a continuation of ``label`` (then it is not the label's head)."""
+    flag, own = continues(lines[0])
+    return flag and own == label
+
+
+def companions(scored: Sequence[Scored], *, links: Links, chunks: Mapping[str, ChunkView], eligible: Callable[[ChunkView], bool],
+               score: Callable[[list[Candidate]], list[Scored]]) -> tuple[dict[str, list[Scored]], list[Scored]]:
+    """For each material chunk of ``scored``, the chunks its passage runs into or out of: (material chunk id ->
+    companions in reading order, the companions that were not candidates, scored with ``score``). A companion
+    passes the same ``eligible`` check (contract and trust) as every candidate; one that is material itself is
+    not a companion: it competes in the risk phase like any other material chunk."""
+    found = {s.chunk.chunk_id: s for s in scored}
+    out: dict[str, list[Scored]] = {}
+    fresh: dict[str, list[str]] = {}
+    for s in scored:
+        if not s.material:
+            continue
+        for pid in links.partners(s.chunk.chunk_id):
+            chunk = chunks.get(pid)
+            if chunk is None or not eligible(chunk):
+                continue
+            if pid in found:
+                if not found[pid].material:
+                    out.setdefault(s.chunk.chunk_id, []).append(found[pid])
+            else:
+                fresh.setdefault(pid, []).append(s.chunk.chunk_id)
+    added = score([Candidate(chunk=chunks[pid]) for pid in sorted(fresh)]) if fresh else []
+    for comp in added:
+        if not comp.material:
+            for mid in fresh[comp.chunk.chunk_id]:
+                out.setdefault(mid, []).append(comp)
+    return {mid: sorted(v, key=lambda x: x.chunk.reading_key) for mid, v in out.items()}, added
+
+
+__all__ = ["Links", "body_lines", "companions", "continuation_links", "continues", "leads_on"]
