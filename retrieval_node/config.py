@@ -250,6 +250,12 @@ class RiskTerm(_Strict):
         description="A risk only when it concerns this unit: a clause that reports several units, owners or accounts in "
         "aggregate ('7 units owing a total of $5,728') is the corporation's routine business, not this buyer's ('arrears' in minutes).",
     )
+    on_register: bool = Field(
+        False,
+        description="A risk only where the mention is an instrument as registered: its line carries a registration number "
+        "('211 098 443  14/05/2021  MORTGAGE', 'Mortgage registration: 221 044 519'); a lender's instructions or a contract "
+        "that speak of mortgages in general name no registration.",
+    )
 
 
 class RiskDomain(_Strict):

@@ -171,8 +171,8 @@ def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
         out.append(-value if negative else value)
     if bare:
         for m in _BARE_AMOUNT.finditer(span):
-            if span[max(0, m.start() - 3):m.start()].strip().endswith("$"):
-                continue
+            if span[max(0, m.start() - 4):m.start()].replace(" ", "").rstrip("-").endswith("$"):
+                continue  # the figure of a "$..." or "$-..." amount, read above already
             if m.group(5) is not None:
                 value = float(m.group(5).replace(",", ""))
             else:
@@ -567,6 +567,43 @@ def _amount_near(low: str, words: Iterable[str], reach: int = 120) -> float | No
     return None
 
 
+#: The header of a fund's cash-flow table, named or not: opening balance, money in, money out, closing balance
+#: ("Year Opening Contributions Interest Expenditures Closing" over a table continued from the page before).
+_CASH_FLOW_HEADER = re.compile(r"\bopening\b.{0,80}\bcontrib\w*.{0,80}\b(?:expend\w*|spending|withdrawals?).{0,80}\b(?:closing|ending)\b")
+#: A year followed by four or five signed amounts: a row of a projection, in a column or flattened onto one line.
+_PROJECTION_ROW = re.compile(r"(?<![\d$,.])((?:19|20)\d{2})((?:[ \t]+\(?-?\$?[ ]?-?[\d,]+(?:\.\d{2})?\)?){4,5})(?=\s|$)")
+
+
+def projected_balances(low: str) -> list[float]:
+    """Closing balances of the rows of ``low`` (normalised text) that add up as a fund's cash flow does:
+    ``opening + contributions (+ interest) - expenditures = closing``, within a dollar per figure (rounding), with
+    expenditures printed positive or in parentheses. Such rows are a fund's projection whatever the page calls
+    it (a table continued from the page before has no title; OCR garbles the column names, not the sums)."""
+    out: list[float] = []
+    for m in _PROJECTION_ROW.finditer(low):
+        amounts = parse_amounts(m.group(2), bare=True) or []
+        cells = m.group(2).split()
+        if len(cells) != len(amounts):  # parse each figure on its own: "$1,180,000" and bare "790,308" alike
+            amounts = [a for cell in cells for a in (parse_amounts(cell, bare=True) or _plain_figure(cell))]
+        if len(amounts) not in (4, 5):
+            continue
+        opening, *flows, closing = amounts
+        *inflows, outflow = flows
+        tolerance = 1.0 * len(amounts)
+        if abs(opening + sum(inflows) - abs(outflow) - closing) <= tolerance:
+            out.append(closing)
+    return out
+
+
+def _plain_figure(cell: str) -> list[float]:
+    """A bare integer figure of a table cell ("790308", "(48,000)", "0"); nothing when the cell is not one."""
+    mm = re.fullmatch(r"\(?(-?)\$?\s?(-?)([\d,]+)\)?", cell)
+    if mm is None:
+        return []
+    value = float(mm.group(3).replace(",", "") or 0)
+    return [-value if (mm.group(1) or mm.group(2) or cell.startswith("(")) else value]
+
+
 #: A row of a reserve or cash-flow table that names a balance ("closing", "projected", "lowest"...).
 _BALANCE_ROW = re.compile(r"\b(?:closing|projected|ending|balance|lowest|fund)\b")
 
@@ -576,9 +613,10 @@ def negative_reserve_balance(text: str) -> float | None:
     money is a shortfall whatever its funded ratio. Read from a row that names a balance ("Lowest projected balance
     ($1,021,314)") or from the balance column of a table ("FY  Opening ... Closing" over "2029 ... (1,299,797)")."""
     low = normalise_ocr(text)
-    if "reserve" not in low and "fund" not in low:
+    balances = projected_balances(low)
+    if "reserve" not in low and "fund" not in low and _CASH_FLOW_HEADER.search(low) is None and len(balances) < 2:
         return None
-    found: list[float] = []
+    found: list[float] = [b for b in balances if b < 0] if len(balances) >= 2 else []
     lines = low.split("\n")
     for i, line in enumerate(lines):
         if _BALANCE_ROW.search(line) and parse_amounts(line, bare=True):
@@ -775,6 +813,10 @@ def registration_age(text: str, start: int) -> int | None:
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
+    if t.on_register:
+        lo, hi = _line_bounds(low, m.start())
+        if _REGISTRATION.search(low[lo:hi]) is None:
+            return None
     title = not (t.needs_amount or t.min_amount is not None or t.context or t.unless) and _is_title(low, m.start(), m.end(), t.term)
     heading = not title and _is_heading(low, m.start(), m.end(), headings)
     if heading and t.min_amount is None:

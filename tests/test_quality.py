@@ -71,9 +71,14 @@ def test_benign_lookalikes_rank_below_the_risks(agent):
 
 @pytest.mark.parametrize("name", AGENTS)
 def test_clean_deal_has_no_false_material_risk(agent, name):
+    """No defect in the clean deal; the scribe's only material item is the seller's mortgage it must draft out."""
     pkg, summary = agent.retrieve_sync(agent.intent_for(name, deal_id="2026-BRDG-0107"))
-    assert summary.risk_distribution == {}
-    assert not pkg.risk_summary.startswith("MATERIAL")
+    expected = {r["kind"] for r in _gold("clean_deal")["risks"] if name in r["agents"]}
+    assert set(summary.risk_distribution) == expected
+    assert pkg.risk_summary.startswith("MATERIAL") is bool(expected)
+    labels = _labels("clean_deal")
+    flagged = {labels[m.chunk_id] for m in summary.material_risks}
+    assert flagged == {r["label"] for r in _gold("clean_deal")["risks"] if name in r["agents"]}
     if name == "condo":  # freehold: no condo documents, said plainly
         assert pkg.risk_summary.startswith("UNABLE_TO_ASSESS") and summary.needs_human_input
         assert set(summary.missing_zones) == set(_gold("clean_deal")["absent_zones"]["condo"])

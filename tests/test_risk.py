@@ -51,6 +51,11 @@ def test_ocr_repair_touches_numbers_only():
     assert "bui1ders' 1ien" in low and "1990s" in low and " is " in low and "2024" in low and "s. 412" in low
 
 
+def test_a_signed_dollar_amount_is_read_once():
+    assert parse_amounts("closing $-151,792", bare=True) == [-151792.0]
+    assert parse_amounts("closing $ -4,000.00 and (3,100.00)", bare=True) == [-4000.0, -3100.0]
+
+
 def test_bare_table_figures_count_only_when_asked():
     assert parse_amounts("3,604.55  0.00  (1,299,797)  7.5%") == []
     assert sorted(parse_amounts("3,604.55  0.00  (1,299,797)  7.5%", bare=True)) == [-1299797.0, 0.0, 3604.55]
@@ -223,6 +228,14 @@ def test_fees_fines_bylaw_text_and_rejected_proposals_are_not_levies(text):
     "Reserve fund cash flow\nFY  Opening  Contrib.  Expenditures  Closing\n2027  410,000  95,000  120,000  385,000\n"
     "2028  385,000  97,000  700,000  (218,000)",
     "Reserve fund balance  $212,000\nRecommended balance (benchmark)  $1,040,000",
+    # a projection table continued from the page before: no "reserve" or "fund" on this page, only its columns
+    "Table 6.2 (cont.)\nYear Opening Contributions Interest Expenditures Closing 2032 $790,000 $222,000 $15,800 $1,180,000 "
+    "$-152,200 2033 $-152,200 $228,700 $0 $48,000 $28,500",
+    "Year   Opening    Contributions   Expenditures   Closing\n2031   $410,000   $95,000   $90,000   $415,000\n"
+    "2032   $415,000   $97,000   $700,000   ($188,000)",
+    # OCR garbled every column name; the rows still add up as a fund's cash flow does
+    "Yeor 0penlng Contrlbutions lnterest Expcnditures C1osing 2032 $790,000 $222,000 $15,800 $1,180,000 $-152,200 "
+    "2033 $-152,200 $228,700 $0 $48,000 $28,500",
 ])
 def test_a_reserve_that_runs_short_in_its_numbers_is_a_shortfall(text):
     assert "reserve_shortfall" in kinds(text, "condo")
@@ -232,6 +245,12 @@ def test_a_reserve_that_runs_short_in_its_numbers_is_a_shortfall(text):
     "Reserve fund\nBalance July 1, 2025  1,200,000\nRoof project draws  (310,000)\nBalance June 30, 2026  940,000",
     "Reserve fund cash flow\nFY  Opening  Contrib.  Expenditures  Closing\n2027  410,000  95,000  (120,000)  385,000",
     "Fund balance $611,000. Benchmark balance $684,000.",
+    # the same untitled projection, never below zero
+    "Table 6.2 (cont.)\nYear Opening Contributions Interest Expenditures Closing 2032 $790,000 $222,000 $15,800 $180,000 $847,800",
+    # a bank statement has openings and closings but no contributions: not a fund's projection
+    "Statement period  Opening balance $-2,400  Deposits $5,000  Closing balance $2,600",
+    # rows of a year and four figures that do not add up are not a projection, whatever their signs
+    "Schedule of claims\n2031  $12,000  $4,000  $9,000  -$2,500\n2032  $8,000  $1,000  $3,000  -$7,000",
 ])
 def test_expenditures_in_parentheses_and_a_healthy_fund_are_not(text):
     assert "reserve_shortfall" not in kinds(text, "condo")
@@ -347,6 +366,34 @@ def test_a_copy_of_an_instrument_is_read_by_its_body(text, material):
 ])
 def test_a_mortgage_older_than_any_amortisation_is_a_stale_registration(text, material):
     assert ("stale_mortgage" in kinds(text, "title")) is material
+
+
+SCRIBE = LEX.only_kinds(load_config().agents["scribe"].risk_kinds or [])
+SCRIBE_DOMAINS = load_config().agents["scribe"].risk_domains
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # the seller's current mortgage: the transfer cannot close clean until it is paid out and discharged
+    ("SEARCH DATE: 14/01/2026\n212 330 119   28/06/2021     MORTGAGE\n   MORTGAGEE - CREDIT UNION LTD.\n   AMOUNT: $212,000", True),
+    ("REGISTRATIONS\n221 045 778  2022/03/09  Mortgage  Bank of Lakeside  $318,400", True),
+    # a stale one as well: still on title, still to discharge
+    ("RECEIVED 2026-02-11\n961 204 118   02/07/1996     M0RTGAGE\n   MORTGAGEE - PRAIRIE TRUST CO.", True),
+    # discharged already: nothing left to draft
+    ("Mortgage 961 204 118 registered 02/07/1996 was discharged 15/03/2011.\nSearch date 2026-01-14", False),
+    ("182 004 551  DISCHARGE OF MORTGAGE 161 220 903  2018/05/02", False),
+    ("No mortgage is registered against the title.", False),
+])
+def test_every_undischarged_mortgage_is_one_the_scribe_must_draft_out(text, material):
+    assert ("mortgage_payout" in risk_signal(text, SCRIBE, SCRIBE_DOMAINS).kinds) is material
+
+
+def test_a_current_mortgage_stays_routine_for_every_agent_that_does_not_draft_the_closing():
+    text = "SEARCH DATE: 14/01/2026\n212 330 119   28/06/2021     MORTGAGE\n   MORTGAGEE - CREDIT UNION LTD.\n   AMOUNT: $212,000"
+    for name, agent in load_config().agents.items():
+        if "closing" in agent.risk_domains:
+            continue
+        lexicon = LEX.only_kinds(agent.risk_kinds) if agent.risk_kinds is not None else LEX
+        assert not risk_signal(text, lexicon, agent.risk_domains).kinds, name
 
 
 def test_a_plural_section_heading_is_not_a_document_title():
