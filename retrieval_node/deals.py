@@ -24,6 +24,7 @@ from .contracts import ContractPlan
 from .errors import BackendError
 from .models import TrustContext, sha256_hex
 from .passages import Links, continuation_links
+from .superseded import superseded_copies
 from .ports import Backends
 from .values import ChunkView
 
@@ -59,6 +60,10 @@ class DealView:
     def passage_links(self) -> Links:
         """Which chunk continues which (a passage Stage 0 split across chunks), built once per view."""
         return self._memoised(("passage_links",), lambda: continuation_links(self.chunks.values()))
+
+    def superseded(self) -> dict[str, str]:
+        """chunk id -> the newer search that shows again every registration of the chunk, built once per view."""
+        return self._memoised(("superseded",), lambda: superseded_copies(self.chunks.values()))
 
     def zone_members(self, zone: str) -> list[ChunkView]:
         """The deal's chunks tagged with ``zone``, in chunk-id order (index built once per view)."""

@@ -49,8 +49,9 @@ from .models import (
 )
 from .pack import ContextPackager
 from .passages import companions
+from .superseded import demote
 from .ports import AuditSink, Backends
-from .rank import RankSettings, Rankers, rank
+from .rank import Rankers, rank
 from .retrieve import SegmentAwareRetriever
 from .values import Candidate, ChunkView, CoverageReport, Scored, Selection
 
@@ -154,10 +155,16 @@ class Pipeline:
         with clock("ranking_ms"):
             patterns, calls = self.patterns(fallbacks)
             mem0_calls += calls
-            scored = rank(result.candidates, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin="search")
-            scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, settings, patterns, fallbacks)
+            copies, beta = view.superseded(), settings.weights.beta
+
+            def score(cands: list[Candidate], origin: str, best_bm25: float = result.best_bm25) -> list[Scored]:
+                """rank, then a superseded copy of a register loses its finding to the newer search (superseded.py)."""
+                return demote(rank(cands, best_bm25=best_bm25, settings=settings, patterns=patterns, origin=origin), copies, beta)
+
+            scored = score(result.candidates, "search")
+            scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, score, fallbacks)
             passages, fresh = companions(scored, links=view.passage_links(), chunks=view.chunks, eligible=lambda c: gate.eligible(c) and gate.in_time(c),
-                                         score=lambda cands: rank(cands, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin="passage"))
+                                         score=lambda cands: score(cands, "passage"))
             scored = scored + fresh
 
         budget = intent.max_tokens_budget
@@ -169,7 +176,7 @@ class Pipeline:
         with clock("coverage_ms"):
             zones = ZoneSource(plan=plan, retriever=self.retriever, view=view, gate=gate, query_text=intent.query_text,
                                query_vector=lambda text: self.query_vector(text)[0], scored=found,
-                               score=lambda cands, origin: rank(cands, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin=origin))
+                               score=score)
             report = repair(self.coverage, sel=sel, scored=scored, found=found, zones=zones, required=list(intent.required_structural_zones or []),
                             budget=budget, overhead=overhead, risk_share=settings.risk_share, excerpt_for=settings.excerpt_for)
 
@@ -211,7 +218,7 @@ class Pipeline:
         return package, summary, metrics
 
     def _broaden_if_weak(self, scored: list[Scored], plan: ContractPlan, view: DealView, gate: Gate, intent: RetrievalIntent, qvec: np.ndarray,
-                         keep: Callable[[ChunkView], bool], settings: RankSettings, patterns: Sequence[tuple[str, str, str]],
+                         keep: Callable[[ChunkView], bool], score: Callable[..., list[Scored]],
                          fallbacks: list[str]) -> tuple[list[Scored], float, bool]:
         """The plan's ``broadened_search``, once, when nothing in the target sections reaches ``risk_threshold``;
         returns (scored, confidence, needs human review)."""
@@ -223,7 +230,7 @@ class Pipeline:
                                             query_vector=qvec, keep=keep, top_k=rc.semantic_top_k)
         known = {s.chunk.chunk_id for s in scored}
         fresh: list[Candidate] = [c for c in broadened.candidates if c.chunk.chunk_id not in known]
-        scored = scored + rank(fresh, best_bm25=broadened.best_bm25, settings=settings, patterns=patterns, origin="broadened")
+        scored = scored + score(fresh, "broadened", broadened.best_bm25)
         confidence = max((max(s.terms.semantic, s.terms.risk) for s in scored), default=0.0)
         if confidence < rc.risk_threshold:
             fallbacks.append(f"low_confidence: best score {confidence:.2f} < risk_threshold {rc.risk_threshold} after broadening to every section; human review needed")

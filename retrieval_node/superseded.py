@@ -1,0 +1,119 @@
+"""Older copies of a register: a registration is one finding, read where the newest search shows it (issue 15).
+
+A deal's file often holds two searches of the same title: the one pulled at listing and the one pulled for
+closing. Every registration of the old search that is still on title is printed again in the new one, and
+the new one is the authority (it also shows what was registered or discharged since). Flagging both copies
+tells the lawyer the same thing twice and spends the budget on the stale copy.
+
+A chunk is a *superseded copy* when it lists registrations as a search's register does (a line opening
+with the registration number, ``ddd ddd ddd``, and its date) and a later search of the same title shows
+them again: another document of the same role, whose newest date is later, whose register lists every
+registration of this document's register (so a search of another title, a parking unit's say, which has
+registrations of its own, never supersedes it) and every registration number the chunk names. A copy of the instrument itself
+(a caveat, a statement of lien, a certificate of lis pendens) is not a register: it carries the claim's
+details, not only its line, and keeps its finding. A chunk naming one
+registration the newer document lacks is not superseded: that registration is read from it as before (the
+newer search may be missing the page, and a lawyer must see it). The judgement depends only on the deal's
+chunks, so it is built once per deal view; :func:`demote` applies it to scored candidates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from .values import ChunkView, Scored
+
+#: A registration number as Alberta prints it: "262 091 447" (also "262091447" in some extracts).
+_REGISTRATION = re.compile(r"(?<![\d$,.])(\d{3}) ?(\d{3}) ?(\d{3})(?![\d,.])")
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+_DATES = re.compile(
+    r"\b(?P<d1>\d{1,2})/(?P<m1>\d{1,2})/(?P<y1>(?:19|20)\d{2})\b"                                  # 14/05/2021 (Alberta: day first)
+    r"|\b(?P<y2>(?:19|20)\d{2})-(?P<m2>\d{2})-(?P<d2>\d{2})\b"                                    # 2026-03-11
+    r"|\b(?P<mon3>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? (?P<d3>\d{1,2}),? (?P<y3>(?:19|20)\d{2})\b"
+    r"|\b(?P<d4>\d{1,2})(?:st|nd|rd|th)? day of (?P<mon4>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*,? (?P<y4>(?:19|20)\d{2})\b",
+    re.IGNORECASE,
+)
+
+
+def dates_in(text: str) -> list[tuple[int, int, int]]:
+    """Every calendar date the text states, as (year, month, day)."""
+    out = []
+    for m in _DATES.finditer(text):
+        g = m.groupdict()
+        if g["y1"]:
+            y, mo, d = int(g["y1"]), int(g["m1"]), int(g["d1"])
+        elif g["y2"]:
+            y, mo, d = int(g["y2"]), int(g["m2"]), int(g["d2"])
+        elif g["y3"]:
+            y, mo, d = int(g["y3"]), _MONTHS[g["mon3"][:3].lower()], int(g["d3"])
+        else:
+            y, mo, d = int(g["y4"]), _MONTHS[g["mon4"][:3].lower()], int(g["d4"])
+        if 1 <= mo <= 12 and 1 <= d <= 31:
+            out.append((y, mo, d))
+    return out
+
+
+#: A line of a register as a search prints it: the registration number, then its date ("012 330 918   19/11/2001  CAVEAT").
+_REGISTER_LINE = re.compile(r"^[ \t]*(\d{3}) ?(\d{3}) ?(\d{3})[ \t]+\d{1,4}[/-]\d{1,2}[/-]\d{1,4}\b", re.MULTILINE)
+
+
+def registrations_in(text: str) -> set[str]:
+    """Every registration number the text names, on a register line or in prose."""
+    return {"".join(m.groups()) for m in _REGISTRATION.finditer(text)}
+
+
+def register_lines_in(text: str) -> set[str]:
+    """The registration numbers the text lists as a search does: at the start of a line, followed by the date."""
+    return {"".join(m.groups()) for m in _REGISTER_LINE.finditer(text)}
+
+
+def superseded_copies(chunks: Iterable[ChunkView]) -> dict[str, str]:
+    """chunk id -> the newer document that shows every registration the chunk shows (see the module's rule)."""
+    docs: dict[str, list[ChunkView]] = defaultdict(list)
+    for c in chunks:
+        docs[c.document_id].append(c)
+    newest = {d: max((dt for c in cs for dt in dates_in(c.content)), default=None) for d, cs in docs.items()}
+    held = {d: set().union(*(register_lines_in(c.content) for c in cs)) for d, cs in docs.items()}
+    role = {d: cs[0].document_role for d, cs in docs.items()}
+    out: dict[str, str] = {}
+    for d, cs in docs.items():
+        if newest[d] is None:
+            continue
+        if not held[d]:
+            continue
+        later = sorted((o for o in docs if o != d and role[o] == role[d] and newest[o] is not None and newest[o] > newest[d]  # type: ignore[operator]
+                        and held[d] <= held[o]),
+                       key=lambda o: (newest[o], o), reverse=True)
+        if not later:
+            continue
+        for c in cs:
+            if not register_lines_in(c.content):
+                continue  # not a search's register: a copy of an instrument carries more than its register line
+            shown = registrations_in(c.content)
+            for o in later:
+                if shown <= held[o]:
+                    out[c.chunk_id] = o
+                    break
+    return out
+
+
+def demote(scored: Sequence[Scored], copies: Mapping[str, str], beta: float) -> list[Scored]:
+    """``scored`` with every superseded copy stripped of its material kinds and its β term (its finding is read
+    at the newer document), the reason kept among its benign terms; others unchanged."""
+    out = []
+    for s in scored:
+        newer = copies.get(s.chunk.chunk_id)
+        if newer is None or not (s.terms.risk_kinds or s.terms.risk):
+            out.append(s)
+            continue
+        t = s.terms
+        terms = replace(t, risk=0.0, combined=max(0.0, t.combined - beta * t.risk), risk_kinds=(), risk_terms=(),
+                        benign_terms=tuple(sorted({*t.benign_terms, f"superseded copy (every registration shown again in {newer})"})))
+        out.append(Scored(chunk=s.chunk, terms=terms, group=s.group, origin=s.origin, span=s.span))
+    return out
+
+
+__all__ = ["dates_in", "demote", "registrations_in", "superseded_copies"]
