@@ -39,7 +39,7 @@ def view(content: str, page: int, *, n: int = 0, doc: str = DOC, page_end: int |
 
 
 def paged(body: str, page: int, *, header: bool = True, footer: bool = True) -> str:
-    parts = ([HEADER, ""] if header else []) + [body] + ([f"", f"Page {page} of 90"] if footer else [])
+    parts = ([HEADER, ""] if header else []) + [body] + (["", f"Page {page} of 90"] if footer else [])
     return "\n".join(parts)
 
 
