@@ -25,9 +25,9 @@ depend only on the deal's chunks, so they are built once per deal view.
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from .values import Candidate, ChunkView, Scored
 
@@ -56,12 +56,18 @@ def _lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
+def _edges(text: str) -> list[str]:
+    """The first two and last two non-blank lines of ``text`` (what running headers and footers occupy)."""
+    head = [ln.strip() for ln in text.lstrip().split("\n", 4)[:4] if ln.strip()][:2]
+    tail = [ln.strip() for ln in text.rstrip().rsplit("\n", 4)[-4:] if ln.strip()][-2:]
+    return head + tail
+
+
 def _furniture(chunks: Sequence[ChunkView]) -> set[str]:
     """Shapes of the lines that open or close many chunks of one document: running headers and footers."""
     seen: Counter[str] = Counter()
     for c in chunks:
-        lines = _lines(c.content)
-        seen.update({_shape(ln) for ln in lines[:2] + lines[-2:]})
+        seen.update({_shape(ln) for ln in _edges(c.content)})
     floor = max(FURNITURE_MIN, FURNITURE_SHARE * len(chunks))
     return {shape for shape, n in seen.items() if n >= floor}
 
@@ -105,52 +111,92 @@ def _has_label(lines: Sequence[str], label: str) -> bool:
     return any(pattern.search(ln) for ln in lines)
 
 
-@dataclass(frozen=True, slots=True)
 class Links:
-    """Continuation links of one deal: chunk id -> the chunk it continues, and -> the chunk that continues it."""
+    """Continuation links of one deal, worked out per chunk when first asked (a call asks only about its material
+    chunks and their neighbours), each answer kept: ``previous(c)`` is the chunk ``c`` continues,
+    ``following(p)`` the chunk that continues ``p``."""
 
-    previous: Mapping[str, str]
-    following: Mapping[str, str]
+    def __init__(self, chunks: Iterable[ChunkView]) -> None:
+        self._docs: dict[str, list[ChunkView]] = defaultdict(list)
+        for c in chunks:
+            self._docs[c.document_id].append(c)
+        self._by_id = {c.chunk_id: c for cs in self._docs.values() for c in cs}
+        self._starting: dict[tuple[str, int], list[ChunkView]] = defaultdict(list)
+        self._ending: dict[tuple[str, int], list[ChunkView]] = defaultdict(list)
+        for c in self._by_id.values():
+            self._starting[(c.document_id, c.page_start)].append(c)
+            self._ending[(c.document_id, c.page_end)].append(c)
+        self._furniture: dict[str, set[str]] = {}
+        self._bodies: dict[str, list[str]] = {}
+        self._claimed: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+
+    def _body(self, c: ChunkView) -> list[str]:
+        body = self._bodies.get(c.chunk_id)
+        if body is None:
+            furniture = self._furniture.get(c.document_id)
+            if furniture is None:
+                furniture = self._furniture[c.document_id] = _furniture(self._docs[c.document_id])
+            body = self._bodies[c.chunk_id] = body_lines(c.content, furniture)
+        return body
+
+    def _claim(self, c: ChunkView) -> str | None:
+        """The one chunk ``c`` says it continues (before the checks that involve other chunks' claims)."""
+        if c.chunk_id in self._claimed:
+            return self._claimed[c.chunk_id]
+        found: str | None = None
+        body = self._body(c)
+        flag, label = continues(body[0]) if body else (False, None)
+        if flag and len(self._docs[c.document_id]) > 1:
+            near = [p for page in (c.page_start - 1, c.page_start) for p in self._ending.get((c.document_id, page), ())
+                    if p.chunk_id != c.chunk_id and p.page_start <= c.page_start and self._body(p)]
+            if label is not None:
+                fits = [p for p in near if _has_label(self._body(p), label) and not _continues_label(self._body(p), label)]
+            else:
+                fits = [p for p in near if leads_on(self._body(p)[-1])]
+            if len(fits) == 1:
+                found = fits[0].chunk_id
+        self._claimed[c.chunk_id] = found
+        return found
+
+    def _claimants(self, p: ChunkView) -> list[str]:
+        """The chunks that claim to continue ``p``."""
+        return [c.chunk_id for page in (p.page_end, p.page_end + 1) for c in self._starting.get((p.document_id, page), ())
+                if c.chunk_id != p.chunk_id and self._claim(c) == p.chunk_id]
+
+    def previous(self, chunk_id: str) -> str | None:
+        with self._lock:
+            c = self._by_id.get(chunk_id)
+            pid = self._claim(c) if c is not None else None
+            if pid is None:
+                return None
+            if self._claim(self._by_id[pid]) == chunk_id:  # two chunks of one page that each continue the other: order unknown
+                return None
+            if len(self._claimants(self._by_id[pid])) != 1:  # two chunks claim the same predecessor: neither is linked
+                return None
+            return pid
+
+    def following(self, chunk_id: str) -> str | None:
+        p = self._by_id.get(chunk_id)
+        if p is None:
+            return None
+        with self._lock:
+            claimants = self._claimants(p)
+        return claimants[0] if len(claimants) == 1 and self.previous(claimants[0]) == chunk_id else None
 
     def partners(self, chunk_id: str) -> tuple[str, ...]:
         """The chunks ``chunk_id``'s passage runs into or out of (at most one each way), in reading order."""
-        return tuple(c for c in (self.previous.get(chunk_id), self.following.get(chunk_id)) if c is not None)
+        return tuple(c for c in (self.previous(chunk_id), self.following(chunk_id)) if c is not None)
+
+    @property
+    def links(self) -> dict[str, str]:
+        """Every link of the deal, chunk -> the chunk it continues (computes them all; for tests and tools)."""
+        return {cid: pid for cid in sorted(self._by_id) if (pid := self.previous(cid)) is not None}
 
 
 def continuation_links(chunks: Iterable[ChunkView]) -> Links:
     """Which chunk continues which, per document (see the module's rules). Deterministic: a function of the chunks."""
-    by_doc: dict[str, list[ChunkView]] = defaultdict(list)
-    for c in chunks:
-        by_doc[c.document_id].append(c)
-    previous: dict[str, str] = {}
-    for doc_chunks in by_doc.values():
-        if len(doc_chunks) < 2:
-            continue
-        furniture = _furniture(doc_chunks)
-        bodies = {c.chunk_id: body_lines(c.content, furniture) for c in doc_chunks}
-        for c in doc_chunks:
-            body = bodies[c.chunk_id]
-            if not body:
-                continue
-            flag, label = continues(body[0])
-            if not flag:
-                continue
-            near = [p for p in doc_chunks if p.chunk_id != c.chunk_id and bodies[p.chunk_id]
-                    and p.page_end in (c.page_start - 1, c.page_start) and p.page_start <= c.page_start]
-            if label is not None:
-                fits = [p for p in near if _has_label(bodies[p.chunk_id], label) and not _continues_label(bodies[p.chunk_id], label)]
-            else:
-                fits = [p for p in near if leads_on(bodies[p.chunk_id][-1])]
-            if len(fits) == 1:
-                previous[c.chunk_id] = fits[0].chunk_id
-    # two chunks of one page that each seem to continue the other: their order is unknown, so neither is linked
-    previous = {c: p for c, p in previous.items() if previous.get(p) != c}
-    following: dict[str, str] = {}
-    taken = Counter(previous.values())
-    for cid, pid in previous.items():
-        if taken[pid] == 1:  # a chunk that two chunks claim to continue is ambiguous: neither is linked onward from it
-            following[pid] = cid
-    return Links(previous={c: p for c, p in previous.items() if taken[p] == 1}, following=following)
+    return Links(chunks)
 
 
 def _continues_label(lines: Sequence[str], label: str) -> bool:

@@ -72,17 +72,19 @@ def register_lines_in(text: str) -> set[str]:
 
 def superseded_copies(chunks: Iterable[ChunkView]) -> dict[str, str]:
     """chunk id -> the newer document that shows every registration the chunk shows (see the module's rule)."""
-    docs: dict[str, list[ChunkView]] = defaultdict(list)
+    everything: dict[str, list[ChunkView]] = defaultdict(list)
     for c in chunks:
-        docs[c.document_id].append(c)
+        everything[c.document_id].append(c)
+    held = {d: set().union(*(register_lines_in(c.content) for c in cs)) for d, cs in everything.items()}
+    # only documents that print a register can supersede or be superseded, and only within a role that has two
+    registers = {d: cs for d, cs in everything.items() if held[d]}
+    roles = [cs[0].document_role for cs in registers.values()]
+    docs = {d: cs for d, cs in registers.items() if roles.count(cs[0].document_role) > 1}
     newest = {d: max((dt for c in cs for dt in dates_in(c.content)), default=None) for d, cs in docs.items()}
-    held = {d: set().union(*(register_lines_in(c.content) for c in cs)) for d, cs in docs.items()}
     role = {d: cs[0].document_role for d, cs in docs.items()}
     out: dict[str, str] = {}
     for d, cs in docs.items():
         if newest[d] is None:
-            continue
-        if not held[d]:
             continue
         later = sorted((o for o in docs if o != d and role[o] == role[d] and newest[o] is not None and newest[o] > newest[d]  # type: ignore[operator]
                         and held[d] <= held[o]),

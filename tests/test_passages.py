@@ -61,14 +61,14 @@ def test_a_motion_cut_mid_sentence_links_its_two_halves(header, footer):
     head = view(paged(MOTION_HEAD, 20, header=header, footer=footer), 20)
     tail = view(paged(MOTION_TAIL, 21, header=header, footer=footer), 21)
     links = continuation_links([*fill, head, tail])
-    assert links.previous == {tail.chunk_id: head.chunk_id}
+    assert links.links == {tail.chunk_id: head.chunk_id}
     assert links.partners(tail.chunk_id) == (head.chunk_id,) and links.partners(head.chunk_id) == (tail.chunk_id,)
 
 
 def test_a_word_broken_by_a_hyphen_at_the_page_end_links():
     head = view("The Board resolved that the balcony work be funded by a special contri-", 4)
     tail = view("bution of $3,200 per unit, due on June 1, 2026.", 5)
-    assert continuation_links([head, tail]).previous == {tail.chunk_id: head.chunk_id}
+    assert continuation_links([head, tail]).links == {tail.chunk_id: head.chunk_id}
 
 
 def test_a_continued_table_links_to_the_chunk_that_holds_its_label_not_to_a_neighbour_on_the_same_page():
@@ -78,7 +78,7 @@ def test_a_continued_table_links_to_the_chunk_that_holds_its_label_not_to_a_neig
     tail = view(paged("Table 4.2 (cont.)\nYear Opening Contributions Expenditures Closing\n2031 $120,000 $95,000 $400,000 $-185,000", 31), 31)
     same_page = view(paged("4.3 Funding position\nReserve balance $300,000", 31), 31, n=1)
     links = continuation_links([other, head, tail, same_page, *(view(paged(t, 40 + i), 40 + i) for i, t in enumerate(FILLER))])
-    assert links.previous == {tail.chunk_id: head.chunk_id}
+    assert links.links == {tail.chunk_id: head.chunk_id}
 
 
 @pytest.mark.parametrize("first", ["Table 9 (continued)", "(continued from the previous page)", "Schedule B cont.", "Note 11 (cont'd)"])
@@ -102,16 +102,16 @@ def test_no_link_on_a_guess_or_across_documents():
     head_a = view("The Board directed that the cost be", 20, n=1)
     head_b = view("The Board further directed that the amount be", 20, n=2)
     tail = view("recovered from the owners by an assessment of $9,800 per unit.", 21)
-    assert continuation_links([head_a, head_b, tail]).previous == {}          # two possible predecessors: none chosen
+    assert continuation_links([head_a, head_b, tail]).links == {}          # two possible predecessors: none chosen
     elsewhere = view("recovered from the owners by an assessment of $9,800 per unit.", 21, doc="D/other.pdf")
-    assert continuation_links([head_a, elsewhere]).previous == {}             # another document
+    assert continuation_links([head_a, elsewhere]).links == {}             # another document
     finished = view("The motion was put to a vote.", 20)
-    assert continuation_links([finished, tail]).previous == {}                # the earlier chunk ends its sentence
+    assert continuation_links([finished, tail]).links == {}                # the earlier chunk ends its sentence
     far = view("The Board directed that the cost be", 12)
-    assert continuation_links([far, tail]).previous == {}                     # not the page before
+    assert continuation_links([far, tail]).links == {}                     # not the page before
     one = view("recovered as the Board directs", 20, n=1)
     other = view("and approved by the owners", 20, n=2)
-    assert continuation_links([one, other]).previous == {}                    # each seems to continue the other: order unknown
+    assert continuation_links([one, other]).links == {}                    # each seems to continue the other: order unknown
 
 
 def test_page_furniture_is_stripped_before_the_first_and_last_lines_are_read():
