@@ -8,6 +8,8 @@ Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
                                                                           without a server URL)
     mem0_history.db   Mem0's history database (a warning at open when it is missing from a store with data)
     store.json        which engines this store was created with (opening it with others is an error)
+    registered.jsonl  the chunks Mem0 took (deal, chunk id, content hash): the Mem0-down fallback serves only these
+    secret.key        the store's secret (evidence codes, snapshot MACs)
     audit/            audit snapshots and the audit write journal
     .lock             held while a process has the store open
 
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends.mem0_edge import EdgeMemoryStore, attach
-from .backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
+from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
 from .embedding import Embedder, SentenceTransformerEmbedder
@@ -212,7 +214,7 @@ class Store:
             closers.insert(0, memory)
             _owner_only(home / HISTORY_DB, 0o600)  # Mem0's history holds chunk text; SQLite gives its -wal/-shm the same mode
             _history_wal(memory)
-            registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge")
+            registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge", ledger=home / LEDGER)
             _write_manifest(home, config)
             for part in ("vectors", "mem0_edge", "qdrant", "audit"):  # the engines' own files: unreachable past these
                 _owner_only(home / part)
