@@ -87,8 +87,8 @@ def _owner_only(path: Path, mode: int = 0o700) -> None:
         st = path.stat()
         if st.st_uid == os.getuid() and st.st_mode & 0o777 & ~mode:
             os.chmod(path, mode)
-    except FileNotFoundError:
-        pass
+    except OSError as exc:  # gone, or a read-only mount: the checks that follow say what matters
+        log.debug("cannot make %s owner-only: %s", path, exc)
 
 
 def _has_data(home: Path) -> bool:
