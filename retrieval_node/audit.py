@@ -1,17 +1,23 @@
 """Audit: snapshots on disk and audit entries written back to Mem0 (spec 4.2, 6.2).
 
-Each retrieval writes a snapshot (the package exactly as given, the summary, the
-intent and every candidate with its score terms) to
-``<store>/audit/snapshots/<audit_id>.json`` atomically, then a
-:class:`~retrieval_node.models.RetrievalAuditEntry` to Mem0 pointing at it.
-When Mem0 cannot take the entry, it is appended to ``<store>/audit/journal.jsonl``
-and written on a later call; it is never lost, and the summary says so.
+Each retrieval journals its :class:`~retrieval_node.models.RetrievalAuditEntry` (with the snapshot's
+sha256) in ``<store>/audit/journal.jsonl``, then writes the snapshot (the package exactly as given, the
+summary, the intent and every candidate with its score terms) to ``<store>/audit/snapshots/<audit_id>.json``
+atomically, then writes the entry to Mem0 and takes it off the journal. A crash between the snapshot and the
+Mem0 write leaves the entry journaled; it is written on the next open (a journaled entry whose snapshot was
+never written belongs to a retrieval that never returned, and is dropped). When Mem0 cannot take the entry
+it stays journaled and is written on a later call; it is never lost, and the summary says so.
+
+Replay checks a snapshot against its sha256, the MAC under the store's secret, the ``audit_id`` inside
+(must be the file's) and, when the registry is available, the independent Mem0 entry (or its journal
+record): same audit id, same ``snapshot_sha256``. Every file is created owner-only (0600, directories 0700).
 """
 
 from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import hmac
 import json
 import os
@@ -72,19 +78,72 @@ def _split_snapshot(raw: bytes) -> tuple[str | None, str | None, bytes | None]:
     return (mac.decode("ascii", "replace") if mac is not None else None), raw[sha_start:sha_end].decode("ascii", "replace"), raw[sha_end + len(_SNAPSHOT_MID):-1]
 
 
+log = logging.getLogger(__name__)
+
+#: Mem0 metadata key of the fallback note a retrieval's summary got because its entry was journaled (the note
+#: is known only after the snapshot is written; replay appends it so it returns the summary as given).
+SUMMARY_NOTE = "summary_note"
+
+
+def _check_shape(snap: dict[str, Any], audit_id: str, path: Path) -> None:
+    """Refuse a snapshot whose parts replay reads are not the objects it wrote (an IntegrityError naming the file,
+    never a traceback further on)."""
+    problems = []
+    for key in ("intent", "package", "summary"):
+        if not isinstance(snap.get(key), dict):
+            problems.append(f"{key} is {'missing' if key not in snap else type(snap[key]).__name__}")
+    if not problems:
+        if not isinstance(snap["intent"].get("deal_id"), str):
+            problems.append("intent.deal_id is not a string")
+        for key, model in (("package", ContextPackage), ("summary", RetrievalSummary)):
+            try:
+                model.model_validate(snap[key])
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                problems.append(f"{key}: {str(exc).splitlines()[0]}")
+    if problems:
+        raise IntegrityError(f"audit snapshot {audit_id} ({path}) is not a snapshot this node wrote: {'; '.join(problems)}")
+
+
 def new_audit_id() -> str:
     return f"aud_{uuid.uuid4().hex}"
 
 
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and missing parents) owner-only: 0700 (an existing directory of ours is tightened)."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+            os.chmod(path, 0o700)
+    except OSError:
+        pass
+
+
 def _atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` to ``path`` atomically (a temporary file, renamed), owner-only (0600)."""
+    private_dir(path.parent)
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}_{threading.get_ident()}")
-    with open(tmp, "wb") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
         if durable:
             os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+_SHARED_LOCK = threading.Lock()
+#: Per journal file: (journal lock, flush lock, audit ids journaled and not yet snapshotted) shared by every
+#: AuditLog of the process on that store, so one instance never drops another's entry in flight.
+_SHARED: dict[str, tuple[threading.Lock, threading.RLock, set[str]]] = {}
+
+
+def _shared(path: Path) -> tuple[threading.Lock, threading.RLock, set[str]]:
+    key = os.path.abspath(path)
+    with _SHARED_LOCK:
+        got = _SHARED.get(key)
+        if got is None:
+            got = _SHARED[key] = (threading.Lock(), threading.RLock(), set())
+        return got
 
 
 class AuditLog:
@@ -105,8 +164,8 @@ class AuditLog:
         self.registry = registry
         self.background = background
         self.key = key  # the store's secret: snapshots are MACed with it and checked against it
-        self._journal_lock = threading.Lock()
-        self._flush_lock = threading.Lock()
+        self._journal_lock, self._flush_lock, self._inflight = _shared(directory / "journal.jsonl")
+        self._fresh: set[str] = set()  # journaled by this instance, never tried: no need to ask Mem0 whether written
         self._wake = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -114,6 +173,19 @@ class AuditLog:
         self._closed = False
         self._atexit = False
         self.last_error: str | None = None
+        if registry is not None and self.journal_path.exists():
+            self._recover()
+
+    def _recover(self) -> None:
+        """On open: entries a previous process journaled and did not write (Mem0 down, or a crash between the
+        snapshot and the Mem0 write) go to Mem0 now (``background``: the writer starts on them)."""
+        if self.background:
+            self._kick()
+            return
+        try:
+            self.flush_journal()
+        except Exception as exc:  # the entries stay journaled; the next write tries again
+            self.last_error = repr(exc)
 
     @property
     def journal_path(self) -> Path:
@@ -135,15 +207,70 @@ class AuditLog:
         """
         body = canonical_json(snapshot)
         digest = hashlib.sha256(body).hexdigest()
+        self._write_body(audit_id, body, digest)
+        return digest
+
+    def _write_body(self, audit_id: str, body: bytes, digest: str) -> None:
         head = _SNAPSHOT_HEAD
         if self.key is not None:
             head = _MAC_HEAD + _mac(self.key, body).encode() + b'","sha256":"'
         _atomic_write(self.snapshot_path(audit_id), head + digest.encode() + _SNAPSHOT_MID + body + b"}")
-        return digest
+
+    def write_journaled(self, audit_id: str, snapshot: dict[str, Any], entry: RetrievalAuditEntry, *,
+                        vector: np.ndarray | None) -> tuple[str, str | None]:
+        """The audit stage of a store with a registry: journal the Mem0 entry (with the snapshot's sha256), write
+        the snapshot, then write the entry to Mem0 (``background``: the writer thread does). Returns the digest and
+        the fallback note when the entry stayed journaled (None when it reached Mem0 or is the writer's to write).
+
+        A crash after the journal write and before the Mem0 write leaves the entry journaled: the next open writes
+        it (:meth:`flush_journal`). Should the snapshot write fail, the entry is taken off the journal again.
+        """
+        if self.registry is None:
+            raise ValueError("this AuditLog was opened read-only (no registry)")
+        body = canonical_json(snapshot)
+        digest = hashlib.sha256(body).hexdigest()
+        text, metadata = self._memory(entry, audit_id, digest)
+        self._inflight.add(audit_id)
+        try:
+            self._journal(self._item(entry.deal_id, text, metadata, vector), durable=not self.background)
+            try:
+                self._write_body(audit_id, body, digest)
+            except BaseException:
+                self._remove_journaled({audit_id})
+                raise
+        finally:
+            self._inflight.discard(audit_id)
+        return digest, self._deliver(audit_id)
+
+    @staticmethod
+    def _item(deal_id: str, text: str, metadata: dict[str, Any], vector: np.ndarray | None) -> dict[str, Any]:
+        item: dict[str, Any] = {"deal_id": deal_id, "text": text, "metadata": metadata}
+        if vector is not None:  # the query vector travels with the entry, so whoever writes it never runs the model
+            item["vector"] = [round(float(x), 7) for x in vector]
+        return item
+
+    def _deliver(self, audit_id: str) -> str | None:
+        """Write the journaled entry ``audit_id`` to Mem0 (sync) or wake the writer (background)."""
+        if self.background:
+            self._kick()
+            return None
+        with self._flush_lock:
+            self.flush_journal()
+            pending = self.journaled(audit_id)
+            if pending is None:
+                return None
+            note = (f"audit_journaled: Mem0 did not take audit entry {audit_id} ({self.last_error}); "
+                    f"kept in {self.journal_path} for a later write")
+            # the note is part of the summary returned; it goes with the entry so replay returns that summary
+            self._rewrite_journaled(audit_id, lambda item: {**item, "metadata": {**item["metadata"], SUMMARY_NOTE: note}})
+            return note
 
     def read_snapshot(self, audit_id: str, *, allow_legacy: bool = False) -> dict[str, Any]:
-        """The stored snapshot of ``audit_id``, after checking it: its sha256, its MAC under the store's secret, and
-        that the file holds that audit (a snapshot copied or linked under another audit's name is refused).
+        """The stored snapshot of ``audit_id``, after checking it: its sha256, its MAC under the store's secret, that
+        the file holds that audit (a snapshot copied or linked under another audit's name is refused) and, with a
+        registry, that the independent Mem0 entry of that audit (or its journal record) names the same audit and
+        the same ``snapshot_sha256``. The summary comes back as it was returned (with the ``audit_journaled`` note
+        the Mem0 entry keeps, when the entry had to be journaled).
 
         A snapshot without a MAC (written before snapshots carried one, or stripped of it) is refused in a store
         that has a secret unless ``allow_legacy``: its hash alone proves nothing against someone who can write
@@ -152,14 +279,20 @@ class AuditLog:
         path = self.snapshot_path(audit_id)
         if not path.exists():
             raise FileNotFoundError(f"no audit snapshot {audit_id} in {self.directory}")
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise IntegrityError(f"audit snapshot {audit_id} ({path}) cannot be read: {exc.strerror or exc}") from exc
         mac, sha, body = _split_snapshot(raw)
         if body is None:  # not byte-for-byte as written (re-formatted, or modified): re-derive the canonical body
             try:
                 wrapper = json.loads(raw.decode("utf-8"))
                 snap_obj = wrapper["snapshot"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise IntegrityError(f"audit snapshot {audit_id} is not a snapshot file ({exc.__class__.__name__}: {exc})") from exc
+                if not isinstance(snap_obj, dict):
+                    raise TypeError(f"its snapshot is a {type(snap_obj).__name__}, not an object")
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
+                what = "empty" if not raw else f"{exc.__class__.__name__}: {exc}"
+                raise IntegrityError(f"audit snapshot {audit_id} ({path}) is not a snapshot file ({what})") from exc
             std = json.dumps(snap_obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
             body = canonical_json(snap_obj)
             sha = wrapper.get("sha256")
@@ -178,10 +311,48 @@ class AuditLog:
         elif self.key is not None and not allow_legacy:
             raise IntegrityError(f"audit snapshot {audit_id} has no MAC: written before snapshots carried one, or stripped of it; "
                                  "replay it with allow_legacy=True (retrieval-node replay --legacy) only if you trust the file")
-        snap = json.loads(body)
+        try:
+            snap = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise IntegrityError(f"audit snapshot {audit_id} ({path}) is not a snapshot file ({exc.__class__.__name__}: {exc})") from exc
+        if not isinstance(snap, dict):
+            raise IntegrityError(f"audit snapshot {audit_id} ({path}) is not a snapshot file (its snapshot is a {type(snap).__name__})")
         if snap.get("audit_id") != audit_id:
             raise IntegrityError(f"the snapshot file of {audit_id} holds audit {snap.get('audit_id')!r}: it was copied or linked under another name")
+        _check_shape(snap, audit_id, path)
+        if self.registry is not None:
+            self._check_entry(snap, audit_id, str(sha))
         return snap
+
+    def _check_entry(self, snap: dict[str, Any], audit_id: str, sha: str) -> None:
+        """The snapshot against the independent record of its audit: the Mem0 entry, or its journal record while
+        it waits there. Both must name ``audit_id`` and the snapshot's sha256; neither existing is a forgery (a
+        snapshot no retrieval of this store wrote). Mem0 unreachable: only the journal is checked, said in the log."""
+        deal_id = snap["intent"]["deal_id"]
+        records: list[dict[str, Any]] = []
+        pending = self.journaled(audit_id)
+        if pending is not None:
+            records.append(pending["metadata"])
+        reached = True
+        try:
+            records.extend(self.registry.audit_entries(deal_id, audit_id=audit_id))  # type: ignore[union-attr]
+        except BackendError as exc:
+            reached = False
+            log.warning("replay of %s: Mem0 unreachable (%s); the snapshot was checked against its hash, MAC and id only", audit_id, exc)
+        if not records:
+            if not reached:
+                return
+            raise IntegrityError(f"audit snapshot {audit_id} has no audit entry in Mem0 (deal {deal_id}) nor in the journal: "
+                                 "no retrieval of this store recorded it")
+        for rec in records:
+            if rec.get("audit_id") != audit_id:
+                raise IntegrityError(f"the Mem0 audit entry found for {audit_id} names audit {rec.get('audit_id')!r}")
+            if rec.get("snapshot_sha256") != sha:
+                raise IntegrityError(f"audit snapshot {audit_id} is not the one its Mem0 audit entry recorded (sha256 "
+                                     f"{str(rec.get('snapshot_sha256'))[:16]}…, the file has {sha[:16]}…): it was replaced")
+        note = next((rec[SUMMARY_NOTE] for rec in records if rec.get(SUMMARY_NOTE)), None)
+        if note:
+            snap["summary"]["fallbacks"] = [*snap["summary"].get("fallbacks", []), note]
 
     def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:
         """Write the Mem0 audit entry; on failure journal it. Returns a fallback note, or None."""
@@ -195,27 +366,17 @@ class AuditLog:
         the process that owns the store writes it)."""
         if self.registry is None:
             raise ValueError("this AuditLog was opened read-only (no registry)")
-        audit_id = metadata.get("audit_id")
-        if self.background:
-            # the query vector travels with the entry, so the writer never runs the model
-            item = {"deal_id": deal_id, "text": text, "metadata": metadata}
-            if vector is not None:
-                item["vector"] = [round(float(x), 7) for x in vector]
-            self._journal(item, durable=False)
-            self._kick()
-            return None
-        self.flush_journal()
-        try:
-            self.registry.add_audit(deal_id, text, metadata, vector=vector)
-            return None
-        except BackendError as exc:
-            self._journal({"deal_id": deal_id, "text": text, "metadata": metadata})
-            return f"audit_journaled: Mem0 did not take audit entry {audit_id} ({exc}); kept in {self.journal_path} for a later write"
+        audit_id = str(metadata.get("audit_id"))
+        self._journal(self._item(deal_id, text, metadata, vector), durable=not self.background)
+        return self._deliver(audit_id)
 
     def flush_journal(self) -> int:
         """Write journaled entries to Mem0 in order; an entry that fails stays journaled with all after it.
 
-        Entries appended while this runs are kept for the next flush. Returns how many were written.
+        An entry whose snapshot is still being written (by this process) waits for the next flush; one whose
+        snapshot does not exist and is not being written belongs to a retrieval that crashed before it
+        returned a package: it is dropped (logged). Entries appended while this runs are kept for the next
+        flush. Returns how many were written.
         """
         with self._flush_lock:
             if self.registry is None:
@@ -225,32 +386,113 @@ class AuditLog:
                     return 0
                 lines = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
             written = 0
+            done: set[str] = set()
+            failed = False
             for ln in lines:
-                item = json.loads(ln)
+                try:
+                    item = json.loads(ln)
+                    audit_id = str(item["metadata"]["audit_id"])
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("audit journal %s: an unreadable line was skipped (%s): %.80s", self.journal_path, exc, ln)
+                    done.add(ln)
+                    continue
+                if audit_id in self._inflight:
+                    continue  # its snapshot is being written: the writer of that retrieval delivers it
+                if not self._snapshot_exists(audit_id):
+                    log.warning("audit journal %s: entry %s dropped: its snapshot was never written (the retrieval "
+                                "stopped before it returned a package)", self.journal_path, audit_id)
+                    done.add(ln)
+                    continue
                 vec = item.get("vector")
                 try:
                     # idempotent: an add that failed late (Mem0 stored the memory, then its history write
                     # failed) must not be written twice
-                    if self._already_written(item):
+                    if audit_id not in self._fresh and self._already_written(item):
                         written += 1
+                        done.add(ln)
                         continue
+                    self._fresh.discard(audit_id)
                     self.registry.add_audit(item["deal_id"], item["text"], item["metadata"],
                                             vector=np.asarray(vec, dtype=np.float32) if vec is not None else None)
                 except BackendError as exc:
                     self.last_error = str(exc)
+                    failed = True
                     break
                 written += 1
-            if written == len(lines):
+                done.add(ln)
+            if not failed:
                 self.last_error = None
-            if written:
+            if done:
                 with self._journal_lock:
                     now = [ln for ln in self.journal_path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-                    rest = now[written:]  # appends only ever go to the end
-                    if rest:
-                        _atomic_write(self.journal_path, ("\n".join(rest) + "\n").encode())
-                    else:
-                        self.journal_path.unlink()
+                    self._write_journal([ln for ln in now if ln not in done])
             return written
+
+    def journaled(self, audit_id: str) -> dict[str, Any] | None:
+        """The journal record of ``audit_id`` while it waits for Mem0, else None."""
+        with self._journal_lock:
+            if not self.journal_path.exists():
+                return None
+            text = self.journal_path.read_text(encoding="utf-8")
+        if audit_id not in text:
+            return None
+        for ln in text.splitlines():
+            if audit_id in ln:
+                try:
+                    item = json.loads(ln)
+                except ValueError:
+                    continue
+                if (item.get("metadata") or {}).get("audit_id") == audit_id:
+                    return item
+        return None
+
+    def _snapshot_exists(self, audit_id: str) -> bool:
+        try:
+            return self.snapshot_path(audit_id).exists()
+        except ValueError:
+            return False
+
+    def _write_journal(self, lines: list[str]) -> None:
+        """Replace the journal by ``lines`` (caller holds the journal lock)."""
+        if lines:
+            _atomic_write(self.journal_path, ("\n".join(lines) + "\n").encode())
+        else:
+            self.journal_path.unlink(missing_ok=True)
+
+    def _rewrite_journaled(self, audit_id: str, change: Any) -> None:
+        with self._journal_lock:
+            if not self.journal_path.exists():
+                return
+            out = []
+            for ln in self.journal_path.read_text(encoding="utf-8").splitlines():
+                if not ln.strip():
+                    continue
+                if audit_id in ln:
+                    try:
+                        item = json.loads(ln)
+                        if (item.get("metadata") or {}).get("audit_id") == audit_id:
+                            ln = json.dumps(change(item), sort_keys=True, default=str)
+                    except ValueError:
+                        pass
+                out.append(ln)
+            self._write_journal(out)
+
+    def _remove_journaled(self, audit_ids: set[str]) -> None:
+        with self._journal_lock:
+            if not self.journal_path.exists():
+                return
+            keep = []
+            for ln in self.journal_path.read_text(encoding="utf-8").splitlines():
+                if not ln.strip():
+                    continue
+                try:
+                    if (json.loads(ln).get("metadata") or {}).get("audit_id") in audit_ids:
+                        continue
+                except ValueError:
+                    pass
+                keep.append(ln)
+            self._write_journal(keep)
+        self._fresh -= audit_ids
 
     def _already_written(self, item: dict[str, Any]) -> bool:
         audit_id = (item.get("metadata") or {}).get("audit_id")
@@ -309,12 +551,14 @@ class AuditLog:
 
     def _journal(self, item: dict[str, Any], *, durable: bool = True) -> None:
         with self._journal_lock:
-            self.journal_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.journal_path, "a", encoding="utf-8") as fh:
+            private_dir(self.journal_path.parent)
+            fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(item, sort_keys=True, default=str) + "\n")
                 fh.flush()
                 if durable:
                     os.fsync(fh.fileno())
+            self._fresh.add(str((item.get("metadata") or {}).get("audit_id")))
 
     @staticmethod
     def _memory(entry: RetrievalAuditEntry, audit_id: str, snapshot_sha256: str) -> tuple[str, dict[str, Any]]:
@@ -400,8 +644,11 @@ def record_retrieval(
     timings: dict[str, float],
     vector: np.ndarray | None,
 ) -> tuple[RetrievalSummary, str | None]:
-    """The audit stage: the summary, the snapshot of exactly what the model saw (written first), then the audit
-    entry pointing at it. Returns the summary as recorded in the snapshot and the sink's fallback note (or None)."""
+    """The audit stage: the summary, the snapshot of exactly what the model saw, the audit entry pointing at it
+    (journaled before the snapshot is written). Returns the summary to give the caller (the one in the snapshot,
+    plus the ``audit_journaled`` note when Mem0 did not take the entry; replay returns the same) and that note.
+    ``timings`` are the stages before this one: the summary holds no audit or total time (those are in
+    :class:`~retrieval_node.models.RetrievalMetrics`), so the summary given and the one replayed are the same."""
     audit_id = new_audit_id()
     selected_ids = [r.chunk_id for r in refs if not r.redacted]
     entry = RetrievalAuditEntry(
@@ -443,8 +690,14 @@ def record_retrieval(
         "citations": {f"E{i}": r.chunk_id for i, r in enumerate(refs, start=1)},
         "audit_entry": entry.model_dump(mode="json"),
     }
-    digest = sink.write_snapshot(audit_id, snapshot)
-    note = sink.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=vector)
+    if isinstance(sink, AuditLog) and sink.registry is not None:
+        # journal, snapshot, Mem0: a crash anywhere leaves nothing unrecorded
+        _, note = sink.write_journaled(audit_id, snapshot, entry, vector=vector)
+    else:  # a worker's deferred sink: the process that owns the store journals and writes the entry
+        digest = sink.write_snapshot(audit_id, snapshot)
+        note = sink.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=vector)
+    if note:  # the entry stayed journaled: the summary says so (and replay adds the same note, kept with the entry)
+        summary = summary.model_copy(update={"fallbacks": [*summary.fallbacks, note]})
     return summary, note
 
 

@@ -78,10 +78,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", metavar="", show_default=False,
                                        help="Print exactly one JSON document on standard output.")]
 ActorOpt = Annotated[str | None, typer.Option("--actor", metavar="ID", show_default=False,
                                               help="Who is asking, for the audit trail. Default: cli:$USER.")]
+#: the clearance of a CLI caller when --max-sensitivity is not given (see _clearance)
+SENSITIVITY_ENV = "RETRIEVAL_NODE_MAX_SENSITIVITY"
 SensitivityOpt = Annotated[
-    str,
-    typer.Option("--max-sensitivity", metavar="LEVEL",
-                 help="Highest sensitivity you may read: public, confidential or privileged."),
+    str | None,
+    typer.Option("--max-sensitivity", metavar="LEVEL", show_default=False,
+                 help=f"Highest sensitivity you may read: public, confidential or privileged. Default: ${SENSITIVITY_ENV}, "
+                      "else confidential when you (the OS user) own the store directory, else public (unauthenticated)."),
 ]
 
 
@@ -179,12 +182,53 @@ def _check_agent(agent: str) -> None:
         raise UsageError(f"--agent {agent!r}: unknown agent; valid agents: {', '.join(names)} (agents.yaml in {default_config_dir()})")
 
 
-def _cli_trust(actor: str | None, level: SensitivityName) -> Any:
+#: why a CLI caller has its clearance, recorded in the trust of every audit snapshot it makes
+_CLEARANCE_SOURCES = {
+    "flag": "the operator passed --max-sensitivity",
+    "env": f"the operator set ${SENSITIVITY_ENV}",
+    "store-owner": "the OS user owns the store directory (0700: it can read every file of the store already)",
+    "default": "least privilege: no clearance given and the OS user does not own the store",
+}
+
+
+def _flag_level(flag: str | None) -> SensitivityName | None:
+    """``--max-sensitivity`` checked (before anything else is looked at), or None when not given."""
+    return None if flag is None else _choice("--max-sensitivity", flag.strip().lower(), SensitivityName)
+
+
+def _clearance(flag: SensitivityName | None, home: Path, *, creating: bool = False) -> tuple[SensitivityName, str]:
+    """The CLI caller's clearance and where it comes from: ``--max-sensitivity`` ("flag"), else
+    ``$RETRIEVAL_NODE_MAX_SENSITIVITY`` ("env"), else confidential when the OS user owns the store directory
+    ("store-owner"; ``creating``: a store this command creates), else public ("default"). Privileged is never a default."""
+    if flag is not None:
+        return flag, "flag"
+    env = os.environ.get(SENSITIVITY_ENV, "").strip()
+    if env:
+        return _choice(f"${SENSITIVITY_ENV}", env.lower(), SensitivityName), "env"
+    try:
+        owner = home.stat().st_uid == os.getuid()
+    except FileNotFoundError:
+        owner = creating
+    except OSError:
+        owner = False
+    return (SensitivityName.confidential, "store-owner") if owner else (SensitivityName.public, "default")
+
+
+def _cli_trust(actor: str | None, level: SensitivityName, source: str) -> Any:
+    """The CLI caller's trust: ``actor`` (default ``cli:$USER``) with a note of the clearance and its source, so the
+    snapshot's trust record shows who granted it. Only the "default" source is unauthenticated (public chunks, and
+    nothing listed about others); a clearance the operator gave, or store ownership, is authenticated."""
     import getpass
 
     from .models import TrustContext
 
-    return TrustContext(max_sensitivity=level.value, authenticated=True, actor_id=actor or f"cli:{getpass.getuser()}")
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container user)
+        user = f"uid{os.getuid()}"
+    note = f" [clearance {level.value} from {source}: {_CLEARANCE_SOURCES[source]}]"
+    who = (actor or f"cli:{user}").strip() or f"cli:{user}"
+    return TrustContext(max_sensitivity=level.value, authenticated=source != "default", actor_id=who[:max(1, 200 - len(note))] + note)
 
 
 def _open_store(home: Path | None) -> Any:
@@ -294,21 +338,22 @@ def retrieve(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
     actor: ActorOpt = None,
-    max_sensitivity: SensitivityOpt = SensitivityName.confidential.value,
+    max_sensitivity: SensitivityOpt = None,
 ) -> None:
     """Run one agent's retrieval on one deal; --json prints {"package": ..., "summary": ...}."""
     try:
         stage_name = _choice("--stage", stage.upper(), StageName)
-        level = _choice("--max-sensitivity", max_sensitivity.lower(), SensitivityName)
+        flag = _flag_level(max_sensitivity)
         _check_agent(agent)
         home = _require_store(store)
+        level, source = _clearance(flag, home)
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
     from .agent import RetrievalAgent
 
     try:
-        trust = _cli_trust(actor, level)
+        trust = _cli_trust(actor, level, source)
         with _open_store(home) as st:
             ra = RetrievalAgent(st, trust=trust)
             intent = ra.intent_for(agent, deal_id=deal, stage=stage_name.value, budget=budget)
@@ -333,7 +378,7 @@ def replay(
     audit_id: Annotated[str, typer.Argument(metavar="AUDIT_ID", show_default=False,
                                             help="Audit id from a retrieval summary (aud_...).")],
     store: StoreOpt = None,
-    max_sensitivity: SensitivityOpt = SensitivityName.confidential.value,
+    max_sensitivity: SensitivityOpt = None,
     actor: ActorOpt = None,
     legacy: Annotated[bool, typer.Option("--legacy", help="Accept a snapshot without a MAC (written by an older version); "
                                                           "only for files you trust.")] = False,
@@ -342,8 +387,9 @@ def replay(
     """Print a package exactly as it was given, from its audit snapshot (hash- and MAC-checked), without retrieving
     again. A package holding chunks above --max-sensitivity is refused."""
     try:
-        level = _choice("--max-sensitivity", max_sensitivity.lower(), SensitivityName)
+        flag = _flag_level(max_sensitivity)
         home = _require_store(store)
+        level, source = _clearance(flag, home)
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
@@ -355,7 +401,7 @@ def replay(
 
         audit = AuditLog(home / "audit", registry=None, key=read_secret(home))  # reading a snapshot needs no backend
         try:
-            package, summary = replay_snapshot(audit, audit_id, _cli_trust(actor, level), allow_legacy=legacy)
+            package, summary = replay_snapshot(audit, audit_id, _cli_trust(actor, level, source), allow_legacy=legacy)
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
     except RetrievalNodeError as exc:
@@ -368,31 +414,34 @@ def replay(
 
 
 def print_package(agent: str, package: Any, summary: Any, *, budget: int) -> None:
-    """Human-readable view of one retrieval (tables, not raw JSON)."""
+    """Human-readable view of one retrieval (tables, not raw JSON). Every value from the data (document ids, the
+    risk summary, fallbacks, notes) is printed as plain text: Rich markup in it (``[bold]``, ``[/]``) shows as typed."""
     from rich.console import Console
     from rich.panel import Panel
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
-    head = (
-        f"[bold]{agent}[/] ({package.agent_id}, {package.intent_id}) deal {package.deal_id}\n"
+    console = Console(emoji=False, highlight=False)
+    head = Text.assemble(
+        (agent, "bold"),
+        f" ({package.agent_id}, {package.intent_id}) deal {package.deal_id}\n"
         f"tokens {package.total_tokens} of {budget} | chunks {summary.chunks_selected} of {summary.chunks_inspected} inspected | "
-        f"zone coverage {summary.structural_coverage_score:.0%} | audit {summary.audit_id}"
+        f"zone coverage {summary.structural_coverage_score:.0%} | audit {summary.audit_id}",
     )
     console.print(Panel(head, expand=False))
     table = Table("#", "document", "section", "pages", "chunk")
     table.columns[1].overflow = "fold"
     for i, ref in enumerate(package.ordered_chunks, start=1):
-        table.add_row(f"E{i}", ref.document_id, ref.section_type.value, ref.page_range, ref.chunk_id[:12])
+        table.add_row(Text(f"E{i}"), Text(ref.document_id), Text(ref.section_type.value), Text(ref.page_range), Text(ref.chunk_id[:12]))
     console.print(table)
-    console.print(f"[bold]Risks:[/] {package.risk_summary}")
+    console.print(Text.assemble(("Risks:", "bold"), " ", package.risk_summary))
     if summary.missing_zones:
-        console.print(f"[bold red]Missing zones:[/] {', '.join(summary.missing_zones)}")
+        console.print(Text.assemble(("Missing zones:", "bold red"), " ", ", ".join(summary.missing_zones)))
     if summary.needs_human_input:
-        console.print("[bold red]Needs human input[/]")
+        console.print(Text("Needs human input", style="bold red"))
     for f in summary.fallbacks:
-        console.print(f"[yellow]fallback:[/] {f}")
-    console.print(f"[dim]{package.exclusions_note}[/]")
+        console.print(Text.assemble(("fallback:", "yellow"), " ", f))
+    console.print(Text(package.exclusions_note, style="dim"))
 
 
 @app.command()
@@ -401,18 +450,22 @@ def demo(
     as_json: JsonOpt = False,
     deal: Annotated[str | None, typer.Option("--deal", metavar="ID", show_default=False,
                                              help="Run on a deal already in the store instead of the bundled sample.")] = None,
+    actor: ActorOpt = None,
+    max_sensitivity: SensitivityOpt = None,
 ) -> None:
     """The main job: ingest the bundled sample deal, then run investigator -> tax -> condo -> scribe in LangGraph."""
     try:
+        flag = _flag_level(max_sensitivity)
         if deal is not None:
             _require_store(store)
+        level, source = _clearance(flag, _store_home(store), creating=True)
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
     from .demo import run_demo
 
     try:
-        result = run_demo(store, deal_id=deal, progress=sys.stderr.isatty() and not as_json, trust=_cli_trust(None, SensitivityName.confidential))
+        result = run_demo(store, deal_id=deal, progress=sys.stderr.isatty() and not as_json, trust=_cli_trust(actor, level, source))
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return

@@ -360,7 +360,7 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, str]:
         if not key.startswith(ENV_PREFIX):
             continue
         name = key[len(ENV_PREFIX):].lower()
-        if name in ("home", "config_dir"):
+        if name in ("home", "config_dir", "max_sensitivity"):  # read by the CLI, not settings
             continue
         if name not in fields:
             raise ConfigError(

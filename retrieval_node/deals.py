@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .backends.vectors import point_uuid
+from .backends.mem0_registry import LEDGER, ledger_records
+from .backends.vectors import point_id, point_uuid
 from .cache import BoundedCache
 from .contracts import ContractPlan
 from .errors import BackendError
@@ -30,6 +31,8 @@ from .values import ChunkView
 
 #: BM25 results kept per deal view (agents repeat their profile queries).
 BM25_CACHE = 64
+#: Point ids asked for at once when a view pairs registry records with vector points.
+PAIR_BATCH = 1024
 
 
 @dataclass(slots=True)
@@ -42,6 +45,7 @@ class DealView:
     source: str  # "mem0" or "vector_payloads"
     loaded_at: float
     generation: int
+    notes: list[str] = field(default_factory=list)  # fallback notes every call on this view repeats (chunks left out)
     _bm25: Any = None
     _bm25_ids: list[str] = field(default_factory=list)
     _bm25_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -205,26 +209,32 @@ class DealCache:
     def view(self, deal_id: str, fallbacks: list[str] | None = None) -> tuple[DealView, int]:
         """The deal's registered chunks (cached); returns (view, Mem0 calls made).
 
-        With ``fallbacks`` given, a Mem0 failure serves the structure from the vector payloads and says so there;
-        such a view is not kept.
+        Both halves or nothing: a chunk is in the view only when its registry record and its vector point (window 0)
+        agree (same deal, same content hash); chunks left out are said in ``fallbacks`` on every call. A deal whose
+        registered chunks have no vectors at all (``vectors/`` deleted) is a :class:`BackendError`, never a view
+        served from Mem0's content alone.
+
+        With ``fallbacks`` given, a Mem0 failure serves the structure from the vector payloads of the chunks the
+        store's registration ledger records as registered (points a failed ingest left unregistered are excluded and
+        counted); without a ledger, or with none of the deal's points in it, the call fails. Such a view is not kept.
         """
         gen = self.backends.generation(deal_id)
         view = self._deals.get(deal_id)
         if view is not None and self._fresh(view, gen):
-            return view, 0
+            return self._said(view, fallbacks), 0
         with self._lock:
             lock = self._loading.setdefault(deal_id, threading.Lock())
         with lock:  # one load per deal at a time; concurrent callers wait for it
             view = self._deals.get(deal_id)
             if view is not None and self._fresh(view, gen):
-                return view, 0
+                return self._said(view, fallbacks), 0
             try:
                 records = self.backends.registry.deal_records(deal_id)
             except BackendError as exc:
                 if fallbacks is None:
                     raise
-                fallbacks.append(f"mem0_unavailable: structural filter served from vector payloads ({exc})")
-                return self._vector_only_view(deal_id, gen), 0
+                view = self._vector_only_view(deal_id, gen, exc)
+                return self._said(view, fallbacks), 0
             chunks: dict[str, ChunkView] = {}
             rejected: list[str] = []
             for rec in records:
@@ -233,19 +243,71 @@ class DealCache:
                     rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
                     continue
                 chunks[rec.chunk_id] = rec
-            view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen)
+            notes = self._pair_with_vectors(deal_id, chunks)
+            view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
             self._deals[deal_id] = view
-            return view, 1
+            return self._said(view, fallbacks), 1
 
-    def _vector_only_view(self, deal_id: str, gen: int) -> DealView:
+    @staticmethod
+    def _said(view: DealView, fallbacks: list[str] | None) -> DealView:
+        if fallbacks is not None:
+            fallbacks.extend(view.notes)
+        return view
+
+    def _pair_with_vectors(self, deal_id: str, chunks: dict[str, ChunkView]) -> list[str]:
+        """Drop from ``chunks`` every registered chunk whose vector point is missing or disagrees with it; returns the
+        note saying so (none when all pair). None of them paired: :class:`BackendError`."""
+        if not chunks:
+            return []
+        ids = sorted(chunks)
+        found: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), PAIR_BATCH):
+            found.update(self.backends.chunks.payloads([point_id(c, 0) for c in ids[i:i + PAIR_BATCH]]))
+        unpaired = []
+        for cid in ids:
+            p = found.get(point_id(cid, 0))
+            if p is None or p.get("deal_id") != deal_id or p.get("content_hash") != chunks[cid].content_hash:
+                unpaired.append(cid)
+        if not unpaired:
+            return []
+        if len(unpaired) == len(ids):
+            raise BackendError(
+                f"deal {deal_id}: its {len(ids)} registered chunk(s) have no vectors in the chunk index (vectors/ deleted or "
+                "emptied?); nothing is served from the registry alone. Re-run ingest of the deal's files to write them again")
+        for cid in unpaired:
+            del chunks[cid]
+        return [f"unpaired_excluded: {len(unpaired)} registered chunk(s) of deal {deal_id} without a matching vector point were "
+                f"excluded ({', '.join(c[:12] for c in unpaired[:10])}{', …' if len(unpaired) > 10 else ''}); re-run ingest to repair them"]
+
+    def _vector_only_view(self, deal_id: str, gen: int, cause: BackendError) -> DealView:
+        """The Mem0-down view: vector payloads whose chunk the registration ledger records as registered, with that
+        content hash. Points it does not record are excluded and counted in the view's note."""
+        registered = ledger_records(self.backends.home, deal_id)
+        if registered is None:
+            raise BackendError(
+                f"Mem0 is unavailable ({cause}) and this store has no registration ledger ({LEDGER}, written by ingest since "
+                "issue 16): the vector payloads alone cannot tell registered chunks from points a failed ingest left, so "
+                "nothing is served. Bring Mem0 back, or run ingest once with Mem0 up to record the ledger") from cause
         chunks: dict[str, ChunkView] = {}
         rejected: list[str] = []
+        unregistered: list[str] = []
         for p in self.backends.chunks.deal_payloads(deal_id):
             if "content" not in p or sha256_hex(p["content"]) != p.get("content_hash"):
                 rejected.append(f"{str(p.get('chunk_id'))[:12]}: content missing or hash mismatch")
                 continue
+            if registered.get(p["chunk_id"]) != p["content_hash"]:
+                unregistered.append(str(p["chunk_id"]))
+                continue
             chunks[p["chunk_id"]] = view_from_payload(p)
-        return DealView(deal_id, chunks, rejected, "vector_payloads", time.monotonic(), gen)
+        if unregistered and not chunks:
+            raise BackendError(
+                f"Mem0 is unavailable ({cause}) and none of the {len(unregistered)} vector point(s) of deal {deal_id} is recorded "
+                f"as registered in {LEDGER}; nothing is served. Bring Mem0 back, or re-run ingest with Mem0 up") from cause
+        note = (f"mem0_unavailable: structural filter served from vector payloads ({cause}); only chunks the registration "
+                f"ledger records as registered in Mem0: {len(chunks)} served, {len(unregistered)} vector point(s) never registered "
+                "were excluded" + (f" ({', '.join(c[:12] for c in sorted(unregistered)[:10])}{', …' if len(unregistered) > 10 else ''})"
+                                   if unregistered else ""))
+        return DealView(deal_id, chunks, rejected, "vector_payloads", time.monotonic(), gen, [note])
 
     def invalidate(self, deal_id: str | None = None) -> None:
         """Forget one deal's view (or all): the next call rebuilds it from the registry."""

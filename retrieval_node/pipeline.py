@@ -196,16 +196,17 @@ class Pipeline:
                                     structural_toc=why.structural_toc, exclusions_note=why.exclusions_note, total_tokens=total,
                                     risk_summary=why.risk_summary, evidence_code=code)
 
+        # the summary is final before the snapshot is written (stage timings up to here; audit and total time go
+        # to the metrics), so the summary returned is the one replay returns
+        stage_timings = dict(clock.timings)
         with clock("audit_ms"):
-            summary, note = record_retrieval(self.audit, self.snapshot_rows, intent=intent, plan=plan, trust=trust, package=package, refs=refs,
-                                             sel=sel, scored=found, report=report, visible_text=visible_text, risk_distribution=why.risk_distribution,
-                                             material_risks=why.material_risks, confidence=confidence, needs_human=needs_human, fallbacks=fallbacks, timings=clock.timings, vector=qvec)
+            summary, _note = record_retrieval(self.audit, self.snapshot_rows, intent=intent, plan=plan, trust=trust, package=package, refs=refs,
+                                              sel=sel, scored=found, report=report, visible_text=visible_text, risk_distribution=why.risk_distribution,
+                                              material_risks=why.material_risks, confidence=confidence, needs_human=needs_human, fallbacks=fallbacks,
+                                              timings=stage_timings, vector=qvec)
         mem0_calls += 1
-        if note:
-            fallbacks.append(note)
         timings = clock.timings
         timings["total_ms"] = (time.perf_counter() - t_start) * 1000
-        summary = summary.model_copy(update={"fallbacks": list(fallbacks), "latency_ms": {k: round(v, 3) for k, v in timings.items()}})
         metrics = RetrievalMetrics(
             deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
             total_latency_ms=timings["total_ms"], mem0_query_time_ms=timings.get("structural_ms", 0.0),

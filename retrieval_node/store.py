@@ -8,6 +8,8 @@ Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
                                                                           without a server URL)
     mem0_history.db   Mem0's history database (a warning at open when it is missing from a store with data)
     store.json        which engines this store was created with (opening it with others is an error)
+    registered.jsonl  the chunks Mem0 took (deal, chunk id, content hash): the Mem0-down fallback serves only these
+    secret.key        the store's secret (evidence codes, snapshot MACs)
     audit/            audit snapshots and the audit write journal
     .lock             held while a process has the store open
 
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends.mem0_edge import EdgeMemoryStore, attach
-from .backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
+from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
 from .embedding import Embedder, SentenceTransformerEmbedder
@@ -56,8 +58,11 @@ def _usable_home(home: Path) -> None:
     if home.exists() and not home.is_dir():
         raise StorePathError(f"the store path {home} is a file, not a directory; point --store / "
                              f"{HOME_ENV} at a directory (it is created if missing)")
+    created = not home.exists()
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if created or _has_data(home):
+            _owner_only(home)
     except (FileExistsError, NotADirectoryError) as exc:  # a parent is a file
         raise StorePathError(f"cannot create the store directory {home}: a parent of it is a file ({exc})") from exc
     except OSError as exc:
@@ -75,6 +80,17 @@ def _usable_home(home: Path) -> None:
                              "opened for writing: use a writable copy of it") from exc
 
 
+def _owner_only(path: Path, mode: int = 0o700) -> None:
+    """Give ``path`` (ours) ``mode`` when it is more open: a store's directory is 0700, so no other user can reach any
+    file in it (Qdrant's and Mem0's files included), and the files this library writes are 0600 themselves."""
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o777 & ~mode:
+            os.chmod(path, mode)
+    except OSError as exc:  # gone, or a read-only mount: the checks that follow say what matters
+        log.debug("cannot make %s owner-only: %s", path, exc)
+
+
 def _has_data(home: Path) -> bool:
     """Whether ``home`` already holds a store (its manifest or a shard directory)."""
     return (home / MANIFEST).exists() or (home / "vectors").is_dir() or (home / "mem0_edge").is_dir()
@@ -89,7 +105,7 @@ class _DirLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
+        fh = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -196,9 +212,14 @@ class Store:
                 closers.insert(0, mem_store)
                 edge_shards.append(mem_store)
             closers.insert(0, memory)
+            _owner_only(home / HISTORY_DB, 0o600)  # Mem0's history holds chunk text; SQLite gives its -wal/-shm the same mode
             _history_wal(memory)
-            registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge")
+            registry = Mem0Registry(memory, shared, thread_safe_store=rc.mem0_vector_store == "edge", ledger=home / LEDGER)
             _write_manifest(home, config)
+            for part in ("vectors", "mem0_edge", "qdrant", "audit"):  # the engines' own files: unreachable past these
+                _owner_only(home / part)
+            for part in (f"{HISTORY_DB}-wal", f"{HISTORY_DB}-shm"):
+                _owner_only(home / part, 0o600)
         except BaseException as exc:
             for c in closers:
                 _close_quietly(c)
@@ -297,10 +318,7 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
     path = home / MANIFEST
     recorded: dict[str, str] = {}
     if path.exists():
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: unreadable store manifest ({exc}); restore it or delete it if the store is new") from exc
+        recorded = _read_manifest(home, config)
     elif (home / "qdrant" / "collection" / f"{rc.collection_prefix}_mem0").exists() and not (home / "mem0_edge").exists():
         recorded = {"mem0_vector_store": "qdrant"}  # a store from before the manifest: Mem0 in qdrant-client local mode
     if rc.mem0_vector_store == "auto":
@@ -316,6 +334,63 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
                 "to open it, or ingest into a new store"
             )
     return config
+
+
+#: The manifest format this version writes and reads.
+MANIFEST_FORMAT = 1
+_ENGINES = ("edge", "qdrant")
+
+
+def _engines_on_disk(home: Path, config: NodeConfig) -> dict[str, str]:
+    """Which engine holds each part of the store, from its directories (a local store only; data on a Qdrant
+    server cannot be seen from here)."""
+    rc = config.retrieval
+    local = rc.vector_db_url in (None, "")
+    collections = home / "qdrant" / "collection"
+    out: dict[str, str] = {}
+    chunks_q = local and (collections / f"{rc.collection_prefix}_chunks").exists()
+    mem0_q = local and (collections / f"{rc.collection_prefix}_mem0").exists()
+    if (home / "vectors").is_dir() != bool(chunks_q):
+        out["vector_backend"] = "edge" if (home / "vectors").is_dir() else "qdrant"
+    if (home / "mem0_edge").is_dir() != bool(mem0_q):
+        out["mem0_vector_store"] = "edge" if (home / "mem0_edge").is_dir() else "qdrant"
+    return out
+
+
+def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
+    """``store.json``, checked: a JSON object of a known format, each engine ``edge`` or ``qdrant`` and the one
+    whose data is in the store. Anything else is a :class:`ConfigError` that says what to write back; nothing
+    in the store is opened or changed before (an edited manifest must not open the store on an empty engine
+    and answer "no registered chunks")."""
+    path = home / MANIFEST
+    on_disk = _engines_on_disk(home, config)
+    suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS} | {"format": MANIFEST_FORMAT}, sort_keys=True)
+    fix = (f"restore it from a backup, or write {suggested} (what this store's directories hold) into it; "
+           "nothing in the store was changed")
+    try:
+        recorded = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path}: unreadable store manifest ({exc.__class__.__name__}: {exc}); {fix}") from exc
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"{path}: not a store manifest (a JSON {type(recorded).__name__}, not an object); {fix}")
+    fmt = recorded.get("format")
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > MANIFEST_FORMAT:
+        raise ConfigError(f"{path}: store format {fmt} was written by a newer retrieval-node (this one reads format "
+                          f"{MANIFEST_FORMAT}); upgrade retrieval-node to open this store")
+    problems = []
+    if fmt != MANIFEST_FORMAT or isinstance(fmt, bool):
+        problems.append("no 'format'" if "format" not in recorded else f"unknown format {fmt!r}")
+    for key in _ENGINE_KEYS:
+        value = recorded.get(key)
+        if key not in recorded:
+            problems.append(f"no {key!r}")
+        elif value not in _ENGINES:
+            problems.append(f"{key} is {value!r}, not one of {', '.join(_ENGINES)}")
+        elif key in on_disk and on_disk[key] != value:
+            problems.append(f"{key} is {value!r} but this store's data is in the {on_disk[key]} engine")
+    if problems:
+        raise ConfigError(f"{path}: the store manifest was edited or damaged ({'; '.join(problems)}); {fix}")
+    return {key: recorded[key] for key in _ENGINE_KEYS}
 
 
 SECRET_FILE = "secret.key"
@@ -379,9 +454,11 @@ def _write_manifest(home: Path, config: NodeConfig) -> None:
     if path.exists():
         return
     rc = config.retrieval
-    body = {key: getattr(rc, key) for key in _ENGINE_KEYS} | {"format": 1}
+    body = {key: getattr(rc, key) for key in _ENGINE_KEYS} | {"format": MANIFEST_FORMAT}
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(body, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(body, sort_keys=True, indent=2) + "\n")
     os.replace(tmp, path)
 
 

@@ -94,3 +94,146 @@ def test_cli_replay_json(small, tmp_path):
     assert doc["package"] == json.loads(pkg.model_dump_json())
     bad = subprocess.run([sys.executable, "-m", "retrieval_node.cli", "replay", "aud_nothere", "--store", str(store.home)], capture_output=True, text=True)
     assert bad.returncode == 2 and "aud_nothere" in bad.stderr
+
+
+# -- issue 16 item 5: the snapshot against the independent Mem0 entry; journal first; the summary as given --------
+
+DEAL = "2026-TEST-0001"
+
+
+def _forge_with_key(agent, audit_id, edit):
+    """Rewrite a snapshot and re-sign it with the store's own secret: a forger who has the key (an insider, a leaked
+    secret.key). Only the independent Mem0 entry can catch this."""
+    import hashlib
+
+    from retrieval_node.audit import _mac, canonical_json
+    from retrieval_node.models import package_hash
+
+    path = agent.audit.snapshot_path(audit_id)
+    snap = json.loads(path.read_text())["snapshot"]
+    edit(snap)
+    snap["package"]["package_hash"] = package_hash(snap["package"])
+    body = canonical_json(snap)
+    path.write_bytes(b'{"mac":"' + _mac(agent.audit.key, body).encode() + b'","sha256":"' + hashlib.sha256(body).hexdigest().encode()
+                     + b'","snapshot":' + body + b"}")
+
+
+def test_replay_checks_the_snapshot_against_its_mem0_entry(small):
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+
+    def clear_title(snap):
+        snap["package"]["ordered_chunks"][0]["content"] = "No registrations. Title is clear."
+
+    _forge_with_key(agent, summary.audit_id, clear_title)  # hash, MAC and the audit id inside all pass
+    with pytest.raises(IntegrityError, match="not the one its Mem0 audit entry recorded"):
+        agent.replay(summary.audit_id)
+    # a snapshot no retrieval recorded (a new audit id, signed with the key) has no entry to agree with
+    fake_id = "aud_" + "0" * 32
+    agent.audit.snapshot_path(fake_id).write_bytes(agent.audit.snapshot_path(summary.audit_id).read_bytes())
+    _forge_with_key(agent, fake_id, lambda snap: snap.update(audit_id=fake_id))
+    with pytest.raises(IntegrityError, match="no audit entry in Mem0"):
+        agent.replay(fake_id)
+
+
+def test_replayed_summary_is_the_summary_returned(small):
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    replayed_pkg, replayed = agent.replay(summary.audit_id)
+    assert replayed.model_dump(mode="json") == summary.model_dump(mode="json")
+    assert replayed_pkg == pkg
+
+
+class AuditDownRegistry:
+    """Fault-injection fake: Mem0 refuses audit entries (every other call goes to the real registry)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def add_audit(self, *a, **k):
+        from retrieval_node.errors import BackendError
+
+        raise BackendError("Mem0 unreachable (injected fault)")
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def test_replayed_summary_keeps_the_audit_journaled_note(small):
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    real = agent.audit.registry
+    agent.audit.registry = AuditDownRegistry(real)
+    try:
+        _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+        assert summary.fallbacks[-1].startswith("audit_journaled")
+        # while the entry waits in the journal, the journal record is the independent one
+        assert agent.replay(summary.audit_id)[1].model_dump(mode="json") == summary.model_dump(mode="json")
+    finally:
+        agent.audit.registry = real
+    assert agent.audit.flush_journal() == 1 and agent.audit.pending() == 0
+    assert agent.replay(summary.audit_id)[1].model_dump(mode="json") == summary.model_dump(mode="json")
+
+
+class Crash(BaseException):
+    """The process dies here (not an exception anything handles)."""
+
+
+class CrashBeforeMem0Registry:
+    """Fault-injection fake: the process dies between the snapshot write and the Mem0 audit write (the snapshot is
+    on disk, Mem0 never sees the entry). Everything else goes to the real registry."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def add_audit(self, *a, **k):
+        raise Crash("killed between the snapshot write and the Mem0 write (injected fault)")
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def test_a_crash_between_snapshot_and_mem0_write_is_repaired_on_the_next_open(small):
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    real = agent.audit.registry
+    agent.audit.registry = CrashBeforeMem0Registry(real)
+    with pytest.raises(Crash):
+        agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    agent.audit.registry = real
+    [orphan] = [p.stem for p in agent.audit.snapshot_path("aud_x").parent.glob("aud_*.json")]
+    assert not store.registry.audit_entries(DEAL, audit_id=orphan)
+    reopened = RetrievalAgent(store, trust=FULL_TRUST)  # the next open writes what the journal holds
+    [entry] = store.registry.audit_entries(DEAL, audit_id=orphan)
+    assert entry["snapshot_sha256"] == json.loads(reopened.audit.snapshot_path(orphan).read_text())["sha256"]
+    assert reopened.audit.pending() == 0
+    assert reopened.replay(orphan)[1].audit_id == orphan
+
+
+class CrashInSnapshotWrite(BaseException):
+    pass
+
+
+def test_an_entry_whose_snapshot_was_never_written_is_dropped_on_the_next_open(small, monkeypatch):
+    """FAULT INJECTION: the process dies after journaling the entry and before the snapshot reached the disk: that
+    retrieval never returned a package, so no audit entry may claim it did."""
+    import retrieval_node.audit as audit_mod
+
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+
+    def die(*a, **k):
+        raise CrashInSnapshotWrite("killed during the snapshot write (injected fault)")
+
+    with monkeypatch.context() as m:
+        m.setattr(audit_mod.AuditLog, "_write_body", die)
+        m.setattr(audit_mod.AuditLog, "_remove_journaled", lambda self, ids: None)  # dead: it cleans nothing up
+        with pytest.raises(CrashInSnapshotWrite):
+            agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    [item] = [json.loads(ln) for ln in agent.audit.journal_path.read_text().splitlines()]
+    audit_mod._SHARED.clear()  # a new process: nothing of the old one is in flight
+    RetrievalAgent(store, trust=FULL_TRUST)
+    assert not store.registry.audit_entries(DEAL, audit_id=item["metadata"]["audit_id"])
+    assert not agent.audit.journal_path.exists()

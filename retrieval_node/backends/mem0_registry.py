@@ -14,6 +14,10 @@ Memory layout (spec 4.1), every record tagged with ``memory_path``:
 * institutional patterns: ``user_id=global``, ``kind=pattern``,
   ``memory_path=global/{entity_type}/{entity_id}/{topic}``.
 
+Every chunk Mem0 took is also appended to the store's registration ledger (``registered.jsonl``: deal id,
+chunk id, content hash; owner-only): when Mem0 is down, the vector-payload fallback serves only the points the
+ledger records as registered, never one a failed ingest left behind (:func:`ledger_records`).
+
 Mem0 runs fully offline: Qdrant vector store (the client is passed in), our
 MiniLM behind Mem0's ``langchain`` embedder slot, an LLM provider that is never
 called (every write uses ``infer=False``), telemetry off.
@@ -22,11 +26,13 @@ called (every write uses ``infer=False``), telemetry off.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,11 +46,40 @@ from langchain_core.embeddings import Embeddings  # noqa: E402
 from ..errors import BackendError  # noqa: E402
 from ..values import ChunkView, PatternRecord  # noqa: E402
 
+log = logging.getLogger(__name__)
+
 GLOBAL_USER = "global"
 REGISTRY_AGENT = "preprocessing_v1"
 AUDIT_AGENT = "retrieval_v1"
 #: Upper bound of records one registry listing may return; a deal above it is an error, never a silent cut.
 MAX_LISTING = 1_000_000
+#: The registration ledger in a store's directory.
+LEDGER = "registered.jsonl"
+
+
+def ledger_records(home: Path, deal_id: str) -> dict[str, str] | None:
+    """chunk id -> content hash of every chunk of ``deal_id`` the ledger at ``home`` records as registered in Mem0,
+    or None when the store has no ledger (made before it existed; an ingest with Mem0 up writes it). A line that
+    does not parse is skipped (a torn last line after a crash): a chunk missing from the ledger is only excluded."""
+    path = Path(home) / LEDGER
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BackendError(f"cannot read the registration ledger {path}: {exc.strerror or exc}") from exc
+    out: dict[str, str] = {}
+    needle = json.dumps(deal_id)
+    for ln in text.splitlines():
+        if needle not in ln:
+            continue
+        try:
+            row = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("deal_id") == deal_id and isinstance(row.get("chunk_id"), str):
+            out[row["chunk_id"]] = str(row.get("content_hash"))
+    return out
 
 
 def deal_user_id(deal_id: str) -> str:
@@ -129,10 +164,15 @@ class Mem0Registry:
     ['TITLE_SUMMARY', ...]
     """
 
-    def __init__(self, memory: Any, embeddings: SharedEmbeddings, *, thread_safe_store: bool = False) -> None:
+    def __init__(self, memory: Any, embeddings: SharedEmbeddings, *, thread_safe_store: bool = False, ledger: Path | None = None) -> None:
+        """``ledger``: the store's registration ledger (``<home>/registered.jsonl``), appended after each chunk Mem0
+        takes; None keeps none (a registry outside a store)."""
         self._memory = memory
         self._embeddings = embeddings
         self.stats = Mem0Stats()
+        self.ledger = ledger
+        self._ledger_lock = threading.Lock()
+        self._ledgered: dict[str, set[str]] | None = None  # deal -> chunk ids in the ledger (loaded when first needed)
         # qdrant-client's local mode is not safe for concurrent use ("cannot start a transaction within a
         # transaction" from its SQLite persistence): with it every Mem0 call goes through this lock. The
         # qdrant-edge store serialises its own writes and Mem0 (2.2) locks its SQLite history, so with
@@ -160,7 +200,44 @@ class Mem0Registry:
             result = self._add(content, user_id=deal_user_id(deal_id), agent_id=REGISTRY_AGENT, metadata=metadata, op="register_chunk")
         finally:
             self._embeddings.forget(content)
+        self._record_in_ledger([(deal_id, record["chunk_id"], record["content_hash"])])
         return result
+
+    def _record_in_ledger(self, rows: Sequence[tuple[str, str, str]]) -> None:
+        """Append (deal, chunk id, content hash) of chunks Mem0 holds to the ledger (owner-only; not fsynced: a line
+        lost in a power cut only excludes its chunk from the Mem0-down fallback, and the next ingest writes it)."""
+        if self.ledger is None or not rows:
+            return
+        with self._ledger_lock:
+            if self._ledgered and not self.ledger.exists():  # deleted under us: write it again from what Mem0 lists
+                self._ledgered = None
+            known = self._ledger_index()
+            fresh = [(d, c, h) for d, c, h in rows if c not in known.get(d, ())]
+            if not fresh:
+                return
+            try:
+                fd = os.open(self.ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as fh:
+                    fh.write("".join(json.dumps({"deal_id": d, "chunk_id": c, "content_hash": h}, sort_keys=True) + "\n" for d, c, h in fresh))
+            except OSError as exc:  # Mem0 has the chunks: the write stands; the fallback will exclude them until the next ingest
+                log.warning("cannot append %d chunk(s) to the registration ledger %s (%s); with Mem0 down they are not served "
+                            "until an ingest with Mem0 up records them", len(fresh), self.ledger, exc.strerror or exc)
+                return
+            for d, c, _ in fresh:
+                known.setdefault(d, set()).add(c)
+
+    def _ledger_index(self) -> dict[str, set[str]]:
+        if self._ledgered is None:
+            index: dict[str, set[str]] = {}
+            if self.ledger is not None and self.ledger.exists():
+                for ln in self.ledger.read_text(encoding="utf-8", errors="replace").splitlines():
+                    try:
+                        row = json.loads(ln)
+                        index.setdefault(row["deal_id"], set()).add(row["chunk_id"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+            self._ledgered = index
+        return self._ledgered
 
     def deal_records(
         self,
@@ -181,7 +258,11 @@ class Mem0Registry:
         return sorted((r for r in records if r.deal_id == deal_id), key=lambda r: r.chunk_id)
 
     def registered_chunk_ids(self, deal_id: str) -> set[str]:
-        return {r.chunk_id for r in self.deal_records(deal_id)}
+        """The deal's registered chunk ids (what ingest asks before writing); chunks Mem0 holds that the ledger does not
+        (a store from before the ledger) are added to it here, so one ingest with Mem0 up completes it."""
+        records = self.deal_records(deal_id)
+        self._record_in_ledger([(r.deal_id, r.chunk_id, r.content_hash) for r in records])
+        return {r.chunk_id for r in records}
 
     # -- institutional patterns --------------------------------------------------------
     def add_pattern(self, entity_type: str, entity_id: str, topic: str, content: str, *, vector: np.ndarray | None = None) -> str | None:
