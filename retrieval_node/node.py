@@ -323,9 +323,11 @@ class RetrievalNode:
         return self._update(run, step, package, summary)
 
     def package(self, state: Mapping[str, Any], step: str, config: RunnableConfig | None = None) -> ContextPackage:
-        """The package of ``step``, from state or from its audit snapshot (under the node's trust)."""
-        k = self._keys((config or {}).get("configurable") or {})
-        return package_of(state, step, key=k.context_packages, refs_key=k.package_refs, agent=self.agent, trust=self.trust)
+        """The package of ``step``, from state or from its audit snapshot, read under the trust a call with this state
+        and config gets (the node's, narrowed as in a retrieval): a package above it is refused, not shown."""
+        run = self.settings(state, config)
+        k = run.keys
+        return package_of(state, step, key=k.context_packages, refs_key=k.package_refs, agent=self.agent, trust=run.trust)
 
     def as_runnable(self) -> RunnableLambda:
         """The node as a runnable with both paths, for ``graph.invoke`` and ``graph.ainvoke`` (LangGraph passes the config)."""

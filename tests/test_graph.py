@@ -192,6 +192,14 @@ def test_trust_from_config_or_provider_narrows_and_never_widens(tiered):
     assert levels(full({**start, "trust": PUBLIC.model_dump(mode="json")}, {"configurable": {"trust": wide}})) <= {"public"}
     with pytest.raises(TrustRequired, match="config 'trust'"):
         RetrievalNode(agent)(start, {"configurable": {"trust": wide}})
+    # a package read back from its snapshot is read under the same narrowing: a public run cannot read a full one
+    ref_only = RetrievalNode(agent, trust=FULL_TRUST, include_package=False)
+    update = ref_only(start)
+    assert "privileged" in {r.sensitivity.value for r in ref_only.package(update, "s").ordered_chunks}
+    from retrieval_node.errors import AccessDenied
+
+    with pytest.raises(AccessDenied):
+        ref_only.package({**update, "trust": PUBLIC.model_dump(mode="json")}, "s")
 
 
 def _latest_checkpoint_bytes(saver, thread):
