@@ -31,6 +31,7 @@ from . import __version__
 from ._config_dir import default_config_dir
 from .errors import ConfigError, RetrievalNodeError, UsageError
 from .cli_eval import eval_command
+from .cli_explain import explain_command
 
 #: the store's directory when --store is not given: $RETRIEVAL_NODE_HOME, else ./.retrieval-node (as store.resolve_home)
 HOME_ENV = "RETRIEVAL_NODE_HOME"
@@ -487,6 +488,7 @@ def demo(
 
 # interfaces.md section 5: a labelled folder scored with the same metrics as shared/bench/deals/score.py
 app.command("eval")(eval_command)
+app.command("explain")(explain_command(sys.modules[__name__]))  # cli_explain.py: why each chunk was chosen or left out
 
 
 def main() -> None:  # pragma: no cover - console entry point

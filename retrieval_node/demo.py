@@ -4,6 +4,9 @@
 agent) -> ``retrieve`` (the :class:`RetrievalNode`) -> ``review`` (a
 deterministic stand-in for the downstream LLM agent: it reads its package and
 records what later agents can use, e.g. the parties named in a risk chunk).
+
+The run is checkpointed, so state holds package references only (audit id, ``package_hash``, summary);
+``review`` reads each package from its audit snapshot through :meth:`RetrievalNode.package`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -43,14 +47,15 @@ def plan(state: DealState) -> dict[str, Any]:
     if not queue:
         return {}
     agent = queue.pop(0)
-    done = len(state.get("context_packages") or {})
+    done = len(state.get("package_refs") or {})
     return {"current_agent": agent, "current_step": f"{done + 1:02d}_{agent}", "agent_queue": queue}
 
 
-def review(state: DealState) -> dict[str, Any]:
-    """Stand-in for the downstream agent: no LLM, just what it would carry forward."""
+def review(state: DealState, package: ContextPackage | None = None) -> dict[str, Any]:
+    """Stand-in for the downstream agent: no LLM, just what it would carry forward. ``package`` is the current step's
+    package (read from state when not given: the node put it there)."""
     step = state["current_step"]
-    package = package_of(state, step)
+    package = package or package_of(state, step)
     summary = summary_of(state, step)
     findings: dict[str, Any] = dict(state.get("findings") or {})
     parties = set(findings.get("parties") or [])
@@ -69,12 +74,20 @@ def review(state: DealState) -> dict[str, Any]:
     return {"findings": findings}
 
 
+def reviewer(node: RetrievalNode) -> Callable[[DealState], dict[str, Any]]:
+    """:func:`review` as a graph node: the package from state, or from its audit snapshot when state holds its reference."""
+    def review_step(state: DealState) -> dict[str, Any]:
+        return review(state, node.package(state, state["current_step"]))
+
+    return review_step
+
+
 def build_workflow(node: RetrievalNode, *, checkpointer: Any = None, interrupt_after: list[str] | None = None) -> Any:
-    """The demo graph; pass a checkpointer to make runs resumable."""
+    """The demo graph; pass a checkpointer to make runs resumable (state then keeps package references, not packages)."""
     graph = StateGraph(DealState)
     graph.add_node("plan", plan)
     graph.add_node("retrieve", node.as_runnable())
-    graph.add_node("review", review)
+    graph.add_node("review", reviewer(node))
     graph.add_edge(START, "plan")
     graph.add_edge("plan", "retrieve")
     graph.add_edge("retrieve", "review")
@@ -144,16 +157,17 @@ def run_demo(store: str | Path | None = None, *, deal_id: str | None = None, tru
         retrieval_agent = RetrievalAgent(st, trust=trust)
         thread_id = f"demo-{deal}-{uuid.uuid4().hex[:8]}"
         checkpoints = st.home / "checkpoints.sqlite"
+        node = RetrievalNode(retrieval_agent)
         with SqliteSaver.from_conn_string(str(checkpoints)) as saver:
-            graph = build_workflow(RetrievalNode(retrieval_agent), checkpointer=saver)
+            graph = build_workflow(node, checkpointer=saver)
             try:
                 final = graph.invoke(initial_state(deal), {"configurable": {"thread_id": thread_id}})
             finally:
                 retrieval_agent.close()
         turns = [
-            AgentTurn(agent=step.split("_", 1)[1], step=step, package=package_of(final, step), summary=summary_of(final, step),
+            AgentTurn(agent=step.split("_", 1)[1], step=step, package=node.package(final, step), summary=summary_of(final, step),
                       budget=st.config.agents[step.split("_", 1)[1]].max_tokens_budget)
-            for step in sorted(final["context_packages"])
+            for step in sorted(final["package_refs"])
         ]
     return DemoResult(deal_id=deal, ingest=ingest_note, thread_id=thread_id, checkpoints=checkpoints,
                       findings=dict(final.get("findings") or {}), agents=turns)
@@ -161,7 +175,7 @@ def run_demo(store: str | Path | None = None, *, deal_id: str | None = None, tru
 
 def initial_state(deal_id: str = SAMPLE_DEAL_ID, *, stage: str = "DILIGENCE", agents: list[str] | None = None) -> DealState:
     return DealState(deal_id=deal_id, deal_stage=stage, agent_queue=list(agents or AGENT_ORDER), findings={},
-                     context_packages={}, retrieval_summaries={}, audit_ids={})
+                     package_refs={}, retrieval_summaries={}, audit_ids={})
 
 
 __all__ = [
@@ -173,6 +187,7 @@ __all__ = [
     "initial_state",
     "plan",
     "review",
+    "reviewer",
     "run_demo",
     "sample_data_dir",
     "sample_deal_files",

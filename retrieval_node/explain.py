@@ -176,4 +176,35 @@ def risk_summary(intent: RetrievalIntent, refs: Sequence[ChunkReference], sel: S
     return f"NO MATERIAL RISK INDICATORS in {inspected} inspected chunk(s) (keyword and numeric screening; not a legal conclusion)"
 
 
-__all__ = ["EVIDENCE_MAX_CHARS", "Explanation", "exclusions_note", "explain", "material_risks", "risk_evidence", "risk_summary", "table_of_contents"]
+#: How ``retrieval-node explain`` names the reason of each choice and each exclusion: the first prefix that a reason
+#: written by the packager (pack.py), the coverage repair (coverage.py) or finalize starts with. Kept next to the texts
+#: they read; tests/test_cli_explain.py checks every reason of real retrievals has a kind (a new reason text must be
+#: added here).
+CHOSEN_KINDS: tuple[tuple[str, str], ...] = (
+    ("material risk", "risk"),                   # risk phase, or placed after coverage
+    ("combined score", "score"),
+    ("refill after coverage", "score"),
+    ("required zone", "zone coverage"),
+    ("completes required zone", "zone coverage"),
+)
+LEFT_OUT_KINDS: tuple[tuple[str, str], ...] = (
+    ("over budget after exact count", "budget (exact count)"),
+    ("over budget: left out for a material risk", "budget (room made for a risk)"),
+    ("evicted for required zone", "budget (room made for a zone)"),
+    ("over budget", "budget"),
+)
+#: Kinds of what the snapshot records without a packager reason.
+NOT_NEEDED = "not needed (zone candidate)"
+REDACTED = "redacted by trust"
+
+
+def reason_kind(reason: str, *, chosen: bool) -> str:
+    """The kind of a packager / coverage / finalize reason (see :data:`CHOSEN_KINDS`, :data:`LEFT_OUT_KINDS`);
+    ``"other"`` for a text none of them starts with."""
+    for prefix, kind in CHOSEN_KINDS if chosen else LEFT_OUT_KINDS:
+        if reason.startswith(prefix):
+            return kind
+    return "other"
+
+
+__all__ = ["CHOSEN_KINDS", "EVIDENCE_MAX_CHARS", "Explanation", "LEFT_OUT_KINDS", "NOT_NEEDED", "REDACTED", "exclusions_note", "explain", "material_risks", "reason_kind", "risk_evidence", "risk_summary", "table_of_contents"]

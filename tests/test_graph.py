@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from tests.conftest import FULL_TRUST
 
+import json
+from typing import Annotated, Any
+
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.demo import AGENT_ORDER, SAMPLE_DEAL_ID, build_workflow, initial_state
-from retrieval_node.errors import IntentError, UnknownAgentError
+from langgraph.graph import END, START, StateGraph
+
+from retrieval_node.errors import IntentError, TrustRequired, UnknownAgentError
 from retrieval_node.langchain_retriever import ConveyancingRetriever
-from retrieval_node.node import AdapterRegistry, RetrievalNode, package_of, summary_of
+from retrieval_node.node import AdapterRegistry, DealState, RetrievalNode, merge_dicts, package_of, summary_of
 
 
 @pytest.fixture(scope="module")
@@ -26,18 +31,22 @@ def test_registry_finds_the_four_adapters(node):
         node.adapters.get("zoning")
 
 
-def test_workflow_runs_every_agent_and_keeps_packages_in_state(node):
+def test_workflow_runs_every_agent_and_keeps_package_references_in_state(node):
     app = build_workflow(node, checkpointer=InMemorySaver())
     final = app.invoke(initial_state(), {"configurable": {"thread_id": "t1"}})
-    steps = sorted(final["context_packages"])
+    steps = sorted(final["package_refs"])
     assert [s.split("_", 1)[1] for s in steps] == AGENT_ORDER
+    assert "context_packages" not in final or not final["context_packages"]  # a checkpointed run keeps references only
+    with pytest.raises(KeyError, match="agent="):
+        package_of(final, steps[0])
     for step in steps:
-        pkg, summary = package_of(final, step), summary_of(final, step)
+        pkg, summary = package_of(final, step, agent=node.agent), summary_of(final, step)
+        assert pkg == node.package(final, step) and pkg.package_hash == final["package_refs"][step]["package_hash"]
         assert pkg.deal_id == SAMPLE_DEAL_ID
         assert final["audit_ids"][step] == summary.audit_id
         agent = step.split("_", 1)[1]
         assert pkg.total_tokens <= node.agent.config.agents[agent].max_tokens_budget
-    inv = package_of(final, steps[0])
+    inv = node.package(final, steps[0])
     assert "builders_lien" in inv.risk_summary
     assert final["findings"]["parties"]  # the review step carried parties forward for later agents
 
@@ -48,18 +57,18 @@ def test_interrupt_and_resume_through_sqlite_checkpointer(node, tmp_path):
     with SqliteSaver.from_conn_string(str(db)) as saver:
         app = build_workflow(node, checkpointer=saver, interrupt_after=["retrieve"])
         state = app.invoke(initial_state(), thread)
-        assert list(state["context_packages"]) == ["01_investigator"]
-        first = state["context_packages"]["01_investigator"]
+        assert list(state["package_refs"]) == ["01_investigator"]
+        first = state["package_refs"]["01_investigator"]
     # a new process would do this: a new saver on the same file, same thread id
     with SqliteSaver.from_conn_string(str(db)) as saver:
         app = build_workflow(node, checkpointer=saver)
         snapshot = app.get_state(thread)
-        assert snapshot.values["context_packages"]["01_investigator"] == first
+        assert snapshot.values["package_refs"]["01_investigator"] == first
         final = app.invoke(None, thread)
-        while set(final["context_packages"]) != {"01_investigator", "02_tax", "03_condo", "04_scribe"}:
+        while set(final["package_refs"]) != {"01_investigator", "02_tax", "03_condo", "04_scribe"}:
             final = app.invoke(None, thread)
-    assert final["context_packages"]["01_investigator"] == first
-    assert package_of(final, "01_investigator").package_hash == first["package_hash"]
+    assert final["package_refs"]["01_investigator"] == first
+    assert node.package(final, "01_investigator").package_hash == first["package_hash"]
 
 
 def test_state_without_deal_or_with_unknown_agent_fails_clearly(node):
@@ -108,3 +117,140 @@ def test_registry_rejects_adapter_without_profile(node_config):
 
     with pytest.raises(UnknownAgentError, match="zoning"):
         AdapterRegistry(node_config, [Zoning()])
+
+
+# --------------------------------------------------------------------------- RunnableConfig, JSON state, checkpoints
+
+class RenamedState(DealState, total=False):
+    """A host graph's state with the packages under another key."""
+
+    pkgs: Annotated[dict[str, dict[str, Any]], merge_dicts]
+
+
+def _one_step_graph(node, checkpointer=None, schema=DealState):
+    graph = StateGraph(schema)
+    graph.add_node("retrieve", node.as_runnable())
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def _intent_of(node, state, step):
+    return node.agent.audit.read_snapshot(state["audit_ids"][step])["intent"]
+
+
+def test_configurable_budget_and_stage_change_the_run(node):
+    app = _one_step_graph(node, InMemorySaver())
+    start = {"deal_id": SAMPLE_DEAL_ID, "current_agent": "scribe", "current_step": "s"}
+    plain = app.invoke(start, {"configurable": {"thread_id": "cfg-0"}})
+    assert _intent_of(node, plain, "s")["max_tokens_budget"] == node.agent.config.agents["scribe"].max_tokens_budget
+    small = app.invoke(start, {"configurable": {"thread_id": "cfg-1", "budget": 500}})
+    assert _intent_of(node, small, "s")["max_tokens_budget"] == 500
+    assert small["package_refs"]["s"]["total_tokens"] <= 500 < plain["package_refs"]["s"]["total_tokens"]
+    # the config comes before the state, the state before the constructor
+    both = app.invoke({**start, "budgets": {"scribe": 900}}, {"configurable": {"thread_id": "cfg-2", "budget": 700}})
+    assert _intent_of(node, both, "s")["max_tokens_budget"] == 700
+    state_only = app.invoke({**start, "budgets": {"scribe": 900}}, {"configurable": {"thread_id": "cfg-3"}})
+    assert _intent_of(node, state_only, "s")["max_tokens_budget"] == 900
+    built = RetrievalNode(node.agent, node.adapters, budget=800)
+    assert _intent_of(node, built(start), "s")["max_tokens_budget"] == 800
+    drafting = app.invoke({**start, "deal_stage": "DILIGENCE"}, {"configurable": {"thread_id": "cfg-4", "stage": "DRAFTING"}})
+    assert _intent_of(node, drafting, "s")["stage"] == "DRAFTING"
+
+
+def test_configurable_state_keys_and_full_package(node):
+    app = _one_step_graph(node, InMemorySaver(), RenamedState)
+    out = app.invoke({"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax", "current_step": "s"},
+                     {"configurable": {"thread_id": "keys", "include_package": True, "state_keys": {"context_packages": "pkgs"}}})
+    assert out["pkgs"]["s"]["package_hash"] == out["package_refs"]["s"]["package_hash"]
+    assert package_of(out, "s", key="pkgs") == node.package(out, "s")
+    with pytest.raises(IntentError, match="state_keys"):
+        node({"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax"}, {"configurable": {"state_keys": {"nope": "x"}}})
+    # no checkpointer, no config: the full package is in the update (nothing persists it)
+    assert "context_packages" in node({"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax", "current_step": "s"})
+
+
+def test_trust_from_config_or_provider_narrows_and_never_widens(tiered):
+    from tests.test_security import PUBLIC
+
+    store, chunks = tiered
+    agent = RetrievalAgent(store)
+    start = {"deal_id": "2026-TEST-0001", "current_agent": "investigator", "current_step": "s"}
+    wide = {"max_sensitivity": "privileged", "authenticated": True, "actor_id": "config-writer"}
+
+    def levels(update):
+        return {c["sensitivity"] for c in update["context_packages"]["s"]["ordered_chunks"] if not c["redacted"]}
+
+    public = RetrievalNode(agent, trust=PUBLIC)
+    assert levels(public(start, {"configurable": {"trust": wide}})) <= {"public"}
+    assert levels(public(start, {"configurable": {"trust_provider": lambda state, config: wide}})) <= {"public"}
+    full = RetrievalNode(agent, trust=FULL_TRUST)
+    assert "privileged" in levels(full(start))
+    assert levels(full(start, {"configurable": {"trust": PUBLIC.model_dump(mode="json")}})) <= {"public"}
+    assert levels(full(start, {"configurable": {"trust_provider": lambda state, config: PUBLIC}})) <= {"public"}
+    # config and state both narrow: the lower of the two wins
+    assert levels(full({**start, "trust": PUBLIC.model_dump(mode="json")}, {"configurable": {"trust": wide}})) <= {"public"}
+    with pytest.raises(TrustRequired, match="config 'trust'"):
+        RetrievalNode(agent)(start, {"configurable": {"trust": wide}})
+    # a package read back from its snapshot is read under the same narrowing: a public run cannot read a full one
+    ref_only = RetrievalNode(agent, trust=FULL_TRUST, include_package=False)
+    update = ref_only(start)
+    assert "privileged" in {r.sensitivity.value for r in ref_only.package(update, "s").ordered_chunks}
+    from retrieval_node.errors import AccessDenied
+
+    with pytest.raises(AccessDenied):
+        ref_only.package({**update, "trust": PUBLIC.model_dump(mode="json")}, "s")
+
+
+def _latest_checkpoint_bytes(saver, thread):
+    tup = saver.get_tuple({"configurable": {"thread_id": thread}})
+    return len(saver.serde.dumps_typed(tup.checkpoint)[1])
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_checkpointed_state_is_json_without_serialisation_warnings(node, kind, tmp_path, caplog):
+    """The whole workflow through a checkpointer, the trust in state as a dict: LangGraph's serde reports nothing
+    (its listener sees every unregistered type, its log warning is printed once per process), and the state is JSON."""
+    import contextlib
+    import logging
+    import warnings
+
+    from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+
+    events: list[dict] = []
+    unregister = register_serde_event_listener(events.append)
+    thread = {"configurable": {"thread_id": f"json-{kind}"}}
+    start = {**initial_state(), "trust": FULL_TRUST.model_dump(mode="json")}
+    try:
+        with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+            warnings.simplefilter("always")
+            with contextlib.ExitStack() as stack:
+                saver = InMemorySaver() if kind == "memory" else stack.enter_context(SqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")))
+                app = build_workflow(node, checkpointer=saver)
+                final = app.invoke(start, thread)
+                values = app.get_state(thread).values  # read back: deserialised from the checkpoint
+                history = list(app.get_state_history(thread))
+        assert events == [] and [str(w.message) for w in caught if "serial" in str(w.message).lower()] == []
+        assert [r.getMessage() for r in caplog.records if "unregistered" in r.getMessage() or "Blocked" in r.getMessage()] == []
+        assert len(history) > 4 and sorted(values["package_refs"]) == sorted(final["package_refs"])
+        assert json.loads(json.dumps(values)) == values  # plain JSON all the way down
+        # control: a TrustContext object in state is what LangGraph reports (the listener above is live)
+        app2 = build_workflow(node, checkpointer=InMemorySaver())
+        app2.invoke({**initial_state(agents=["tax"]), "trust": FULL_TRUST}, {"configurable": {"thread_id": "obj"}})
+        app2.get_state({"configurable": {"thread_id": "obj"}})
+        assert any(e["name"] == "TrustContext" for e in events)
+    finally:
+        unregister()
+
+
+def test_checkpoints_stay_small_with_package_references(node, capsys):
+    """Four steps of the sample workflow: the last checkpoint with references only vs with every package in state."""
+    sizes = {}
+    for include in (False, True):
+        saver = InMemorySaver()
+        app = build_workflow(RetrievalNode(node.agent, node.adapters, trust=FULL_TRUST, include_package=include), checkpointer=saver)
+        app.invoke(initial_state(), {"configurable": {"thread_id": f"size-{include}"}})
+        sizes[include] = _latest_checkpoint_bytes(saver, f"size-{include}")
+    with capsys.disabled():
+        print(f"\nlast checkpoint after four steps: {sizes[False]} bytes with references, {sizes[True]} with full packages")
+    assert sizes[False] * 3 < sizes[True]
