@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from .backends.vectors import VectorPoint, point_id
 from .errors import BackendError, NoInputFiles, StorageFullError, UsageError
 from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory
+from .query_cache import profile_query_texts
 from .store import Store
 
 #: Lines longer than this are rejected unread (a Stage-0 page chunk is a few KB).
@@ -334,6 +335,10 @@ class Ingestor:
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
         stored = [p for p in pending if not p.refused]
+        if any(p.needs_vectors for p in stored):  # the model is loaded: the first retrieve after this ingest needs it not
+            prefill = getattr(self.store, "prefill_queries", None)
+            if prefill is not None:
+                prefill(profile_query_texts(self.store.config))
         repaired = sum(1 for p in stored if not p.needs_vectors)
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)

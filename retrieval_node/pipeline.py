@@ -104,6 +104,10 @@ class Pipeline:
         vec = self._queries.get(text)
         if vec is not None:
             return vec, 0
+        embed_query = getattr(self.backends, "embed_query", None)  # the store's persisted query vectors (query_cache.py)
+        if embed_query is not None:
+            vec, calls = embed_query(text)
+            return self._queries.put(text, vec), calls
         return self._queries.put(text, self.backends.embedder.embed([text])[0]), 1
 
     def patterns(self, fallbacks: list[str]) -> tuple[list[tuple[str, str, str]], int]:

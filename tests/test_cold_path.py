@@ -1,0 +1,131 @@
+"""The cold path: a profile intent in a fresh process loads no model (query vectors kept in the store), and the
+query-independent work done at ingest is served, versioned, to the first call."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval_node.embedding import LazyEmbedder, model_identity, resolve_model_path
+from retrieval_node.ingest import Ingestor
+from retrieval_node.query_cache import QUERY_DB, QueryVectorCache, profile_query_texts
+from retrieval_node.store import Store
+from tests.conftest import FULL_TRUST, SAMPLE_DATA
+
+REPO = Path(__file__).resolve().parent.parent
+DEAL = "2026-ACME-0042"
+
+# Runs `retrieval-node retrieve --json` in this fresh process, then says whether the model's libraries were imported.
+PROBE = """
+import sys
+from retrieval_node.cli import app
+try:
+    app(sys.argv[1:], prog_name="retrieval-node")
+except SystemExit as exc:
+    if exc.code:
+        raise
+print("MODEL_IMPORTED=" + str("torch" in sys.modules or "sentence_transformers" in sys.modules), file=sys.stderr)
+"""
+
+
+def _cli_retrieve(home: Path, agent: str) -> tuple[dict, bool]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_NODE_")}
+    env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "-c", PROBE, "retrieve", "--deal", DEAL, "--agent", agent, "--store", str(home), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    imported = p.stderr.rpartition("MODEL_IMPORTED=")[2].strip()
+    return json.loads(p.stdout), imported == "True"
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory, embedder, node_config) -> Path:
+    """A closed store holding the sample deal, ingested with the real model (ingest pre-fills the query vectors)."""
+    home = tmp_path_factory.mktemp("cold") / "store"
+    with Store.open(home, config=node_config, embedder=embedder) as st:
+        report = Ingestor(st).ingest([SAMPLE_DATA / "sample_deal" / "chunks.jsonl"])
+        assert report.rejected == [] and report.ingested > 0
+    return home
+
+
+def test_profile_retrieve_in_a_fresh_process_loads_no_model_and_gives_the_same_package(ingested: Path, tmp_path: Path) -> None:
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)  # same secret: same evidence codes
+    # the reference: the query vectors computed by the model in that process (cache file removed first)
+    (home / QUERY_DB).unlink()
+    computed, imported = _cli_retrieve(home, "investigator")
+    assert imported, "without cached query vectors the model must load"
+    cached, imported = _cli_retrieve(home, "investigator")
+    assert not imported, "a profile intent answered from the store's query vectors must not import torch"
+    assert cached["package"] == computed["package"]
+    assert cached["package"]["ordered_chunks"]
+
+
+def test_ingest_prefills_every_profile_text_so_the_first_call_needs_no_model(ingested: Path, embedder, node_config) -> None:
+    with Store.open(ingested, config=node_config) as st:  # no embedder passed: the store's own, lazy
+        assert isinstance(st.embedder, LazyEmbedder) and not st.embedder.loaded
+        cache = st.query_cache()
+        assert cache is not None
+        for text in profile_query_texts(node_config):
+            vec = cache.get(text)
+            assert vec is not None, text
+            ref = embedder.embed([text])[0]
+            assert vec.dtype == np.float32 and vec.tobytes() == ref.tobytes()  # bit-identical to the model's vector
+        from retrieval_node.agent import RetrievalAgent
+
+        agent = RetrievalAgent(st, trust=FULL_TRUST)
+        try:
+            for name in ("condo", "tax", "investigator"):
+                agent.retrieve_sync(agent.intent_for(name, deal_id=DEAL))
+        finally:
+            agent.close()
+        assert not st.embedder.loaded
+        vec, calls = st.embed_query("a free-text question nobody asked before")  # a free-text query loads the model
+        assert calls == 1 and st.embedder.loaded
+        assert st.embed_query("a free-text question nobody asked before")[1] == 0
+
+
+def test_query_vectors_file_is_owner_only(ingested: Path) -> None:
+    mode = stat.S_IMODE((ingested / QUERY_DB).stat().st_mode)
+    assert mode == 0o600
+
+
+def test_query_vectors_of_another_model_are_not_served(tmp_path: Path) -> None:
+    path = tmp_path / QUERY_DB
+    vec = np.arange(384, dtype=np.float32) / 1000
+    cache = QueryVectorCache(path, "model-a", dimension=384)
+    cache.put("lien", vec)
+    cache.close()
+    again = QueryVectorCache(path, "model-a", dimension=384)
+    got = again.get("lien")
+    assert got is not None and got.tobytes() == vec.tobytes()
+    again.close()
+    other = QueryVectorCache(path, "model-b", dimension=384)
+    assert other.get("lien") is None and len(other) == 0
+    other.close()
+    assert QueryVectorCache(path, "model-a", dimension=384).get("lien") is None  # rows of the old model were dropped
+
+
+def test_model_identity_changes_when_the_model_files_change(tmp_path: Path) -> None:
+    src = Path(resolve_model_path())
+    copy = tmp_path / "model"
+    for f in src.rglob("*"):
+        if f.is_file():
+            dst = copy / f.relative_to(src)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(f)
+    assert model_identity(str(copy)) == model_identity(str(copy))
+    before = model_identity(str(copy))
+    cfg = copy / "config.json"
+    text = cfg.read_text()
+    cfg.unlink()
+    cfg.write_text(text.replace("}", ', "edited": true}', 1))
+    assert model_identity(str(copy)) != before
