@@ -24,6 +24,7 @@ from .contracts import ContractPlan
 from .errors import BackendError
 from .models import TrustContext, sha256_hex
 from .ports import Backends
+from .precompute import findings_of, setting_key
 from .values import ChunkView
 
 #: BM25 results kept per deal view (agents repeat their profile queries).
@@ -46,6 +47,10 @@ class DealView:
     _bm25_cache: BoundedCache[str, dict[str, float]] = field(default_factory=lambda: BoundedCache(BM25_CACHE))
     _zones: dict[str, list[ChunkView]] | None = None
     _memo: dict[Any, Any] = field(default_factory=dict)
+    #: the risk findings ingest stored for the deal's chunks (precompute.py): setting key -> chunk id -> (material, signal)
+    findings: dict[str, dict[str, tuple[bool, str | None, str | None]]] | None = None
+    #: rankers already handed the stored signals of this view (precompute.seed_ranker)
+    seeded: set[Any] = field(default_factory=set)
 
     def _memoised(self, key: Any, build: Callable[[], Any]) -> Any:
         value = self._memo.get(key)
@@ -113,8 +118,13 @@ class DealView:
         return self._memoised(("structural", gate_key, sections, roles, cutoff), build)
 
     def risk_flags(self, domains: tuple[str, ...], kinds: tuple[str, ...] | None) -> dict[str, bool]:
-        """chunk id -> whether it carries a material risk for ``domains`` / ``kinds``; filled as chunks are asked about."""
-        return self._memoised(("material", domains, kinds), dict)
+        """chunk id -> whether it carries a material risk for ``domains`` / ``kinds``: the judgements ingest stored
+        (:mod:`~retrieval_node.precompute`, current fingerprint only), the rest filled as chunks are asked about."""
+        def build() -> dict[str, bool]:
+            stored = (self.findings or {}).get(setting_key(kinds, domains))
+            return {cid: row[0] for cid, row in stored.items() if cid in self.chunks} if stored else {}
+
+        return self._memoised(("material", domains, kinds), build)
 
     def toc_groups(self) -> list[tuple[tuple[str, str], list[ChunkView]]]:
         """The deal's chunks by (document id, role), sorted, each group in reading order (the table of contents)."""
@@ -224,8 +234,18 @@ class DealCache:
                     continue
                 chunks[rec.chunk_id] = rec
             view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen)
+            view.findings = self._findings(deal_id)
             self._deals[deal_id] = view
             return view, 1
+
+    def _findings(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]] | None:
+        """The risk findings ingest stored for the deal (None without a findings file, or when it cannot be read:
+        the findings are then computed on the call, as they always could be)."""
+        try:
+            found = findings_of(self.backends)
+            return found.deal(deal_id) if found is not None else None
+        except Exception:  # a damaged findings file costs time, never an answer
+            return None
 
     def _vector_only_view(self, deal_id: str, gen: int) -> DealView:
         chunks: dict[str, ChunkView] = {}

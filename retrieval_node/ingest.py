@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from .backends.vectors import VectorPoint, point_id
 from .errors import BackendError, NoInputFiles, StorageFullError, UsageError
 from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory
+from .precompute import findings_of
 from .query_cache import profile_query_texts
 from .store import Store
 
@@ -335,6 +336,9 @@ class Ingestor:
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
         stored = [p for p in pending if not p.refused]
+        findings = findings_of(self.store)
+        if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
+            findings.compute((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in stored)
         if any(p.needs_vectors for p in stored):  # the model is loaded: the first retrieve after this ingest needs it not
             prefill = getattr(self.store, "prefill_queries", None)
             if prefill is not None:

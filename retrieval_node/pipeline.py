@@ -48,6 +48,7 @@ from .models import (
     to_reference,
 )
 from .pack import ContextPackager
+from .precompute import seed_ranker
 from .ports import AuditSink, Backends
 from .rank import RankSettings, Rankers, rank
 from .retrieve import SegmentAwareRetriever
@@ -150,6 +151,7 @@ class Pipeline:
         gate = view.gate(plan, trust, intent.as_of)
         redacted, above_trust = gate.listed()
         keep = settings.keep(view)
+        seed_ranker(view, settings)  # the risk signals ingest stored for the deal (precompute.py)
 
         result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
                                          keep=keep, top_k=rc.semantic_top_k)

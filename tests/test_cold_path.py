@@ -129,3 +129,117 @@ def test_model_identity_changes_when_the_model_files_change(tmp_path: Path) -> N
     cfg.unlink()
     cfg.write_text(text.replace("}", ', "edited": true}', 1))
     assert model_identity(str(copy)) != before
+
+
+# --------------------------------------------------------------------------- risk findings kept at ingest
+
+
+def _package_of(home: Path, node_config, agent_name: str):
+    from retrieval_node.agent import RetrievalAgent
+
+    with Store.open(home, config=node_config) as st:
+        agent = RetrievalAgent(st, trust=FULL_TRUST)
+        try:
+            package, _summary = agent.retrieve_sync(agent.intent_for(agent_name, deal_id=DEAL))
+        finally:
+            agent.close()
+    return package
+
+
+def test_stored_findings_are_what_the_risk_module_computes(ingested: Path, node_config) -> None:
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings, SHORTFALL_RATIO, decode_signal
+    from retrieval_node.risk import best_risk_span, risk_signal
+
+    with Store.open(ingested, config=node_config) as st:
+        records = {r.chunk_id: r for r in st.registry.deal_records(DEAL)}
+    found = ChunkFindings(ingested / FINDINGS_DB, node_config)
+    try:
+        stored = found.deal(DEAL)
+        assert {s.key for s in found.settings} == set(stored)
+        material = 0
+        for s in found.settings:
+            assert set(stored[s.key]) == set(records)  # every chunk, every setting
+            for cid, (is_material, raw, spans) in stored[s.key].items():
+                ref = risk_signal(records[cid].content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
+                assert decode_signal(raw) == ref and is_material == ref.material
+                if ref.material:
+                    material += 1
+                    got = json.loads(spans)
+                    for n in s.excerpt_chars:
+                        span = best_risk_span(records[cid].content, s.lexicon, s.domains, max_chars=n, shortfall_ratio=SHORTFALL_RATIO)
+                        assert (tuple(got[str(n)]) if got[str(n)] is not None else None) == span
+        assert material > 0  # the sample deal carries risks: the comparison covered real signals
+    finally:
+        found.close()
+
+
+def test_packages_are_identical_with_and_without_stored_findings(ingested: Path, tmp_path: Path, node_config) -> None:
+    from retrieval_node.precompute import FINDINGS_DB
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    for name in ("investigator", "condo", "tax", "scribe"):
+        with_findings = _package_of(home, node_config, name)
+        (home / FINDINGS_DB).rename(home / "findings.aside")
+        without = _package_of(home, node_config, name)
+        (home / FINDINGS_DB).unlink()  # the run without the file opened an empty one
+        (home / "findings.aside").rename(home / FINDINGS_DB)
+        assert with_findings == without, name
+
+
+def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, node_config, monkeypatch) -> None:
+    from retrieval_node import precompute
+    from retrieval_node.deals import DealCache
+    from retrieval_node.precompute import fingerprint
+
+    base = fingerprint(node_config)
+    assert fingerprint(node_config) == base
+    # a lexicon change: one term weighs less
+    lex = node_config.risk_signals
+    dom = sorted(lex.domains)[0]
+    spec = lex.domains[dom]
+    term = spec.terms[0]
+    edited_spec = spec.model_copy(update={"terms": [term.model_copy(update={"weight": max(0.05, term.weight / 2)}), *spec.terms[1:]]})
+    edited = node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
+    assert fingerprint(edited) != base
+    with Store.open(ingested, config=edited) as st:
+        view, _ = DealCache(st).view(DEAL)
+        assert view.chunks and not view.findings  # nothing stored under the new lexicon: computed on the call instead
+    with Store.open(ingested, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+        assert view.findings  # the original lexicon still finds its rows
+
+    # a rule change in risk.py: a fake source stands in for an edited module (fault injection, not a real edit)
+    real = precompute.inspect.getsource
+    monkeypatch.setattr(precompute.inspect, "getsource", lambda obj: real(obj) + "\n# a rule changed\n")
+    assert fingerprint(node_config) != base
+    with Store.open(ingested, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+        assert view.chunks and not view.findings
+
+
+def test_seeded_signals_are_what_the_ranker_serves(node_config) -> None:
+    """A fake stored signal (fault injection: no chunk reads this way) must be what the ranker then returns, which
+    pins the memo key precompute.seed_ranker relies on."""
+    from retrieval_node.deals import DealView
+    from retrieval_node.precompute import encode_signal, seed_ranker, setting_key
+    from retrieval_node.rank import Rankers
+    from retrieval_node.risk import RiskSignal
+    from retrieval_node.values import ChunkView
+
+    rankers = Rankers(node_config)
+    profile = node_config.agents["condo"]
+    from retrieval_node.agent import intent_from_profile
+
+    intent = intent_from_profile("condo", profile, deal_id=DEAL)
+    settings = rankers.settings(intent, profile)
+    chunk = ChunkView(memory_id="", chunk_id="c1", deal_id=DEAL, document_id="d", document_role="CONDO_DOCS", section_type="CONDO_MINUTES",
+                      page_start=1, page_end=1, content="The board met and adjourned.", content_hash="h1", token_count=6, ocr_confidence=1.0,
+                      zones=(), entity_ids=(), sensitivity="confidential", document_created_at=None, ingested_at="2026-01-01T00:00:00+00:00")
+    fake = RiskSignal(score=0.77, kinds=("special_levy",))
+    view = DealView(DEAL, {"c1": chunk}, [], "mem0", 0.0, 0)
+    view.findings = {setting_key(settings.kinds, settings.domains): {"c1": (True, encode_signal(fake), json.dumps({str(settings.excerpt_chars): [0, 9]}))}}
+    seed_ranker(view, settings)
+    assert settings.ranker.risk("h1", chunk.content, settings.domains) == fake
+    assert settings.excerpt_for(chunk) == (0, 9)
+    assert settings.keep(view)(chunk) is True
