@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import lexical
 from .backends.vectors import point_uuid
 from .cache import BoundedCache
 from .contracts import ContractPlan
@@ -51,6 +52,8 @@ class DealView:
     findings: dict[str, dict[str, tuple[bool, str | None, str | None]]] | None = None
     #: rankers already handed the stored signals of this view (precompute.seed_ranker)
     seeded: set[Any] = field(default_factory=set)
+    #: the store directory whose per-deal BM25 index (lexical.py) the view may read
+    home: Any = None
 
     def _memoised(self, key: Any, build: Callable[[], Any]) -> Any:
         value = self._memo.get(key)
@@ -80,12 +83,9 @@ class DealView:
         with self._bm25_lock:
             if self._bm25 is None:
                 self._bm25_ids = sorted(self.chunks)
-                corpus = [self.chunks[c].content for c in self._bm25_ids]
-                tokens = bm25s.tokenize(corpus, stopwords="en", show_progress=False) if corpus else None
-                model = bm25s.BM25()
-                if tokens is not None:
-                    model.index(tokens, show_progress=False)
-                self._bm25 = (model, tokens.vocab if tokens is not None else {})
+                # the index ingest kept for exactly these chunks (lexical.py), else built here
+                stored = lexical.load(self.home, self.deal_id, self._bm25_ids) if self.home is not None else None
+                self._bm25 = stored or lexical.build([self.chunks[c].content for c in self._bm25_ids])
         model, vocab = self._bm25
         q = [t for t in bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0] if t in vocab]
         if not q or not self._bm25_ids:
@@ -235,6 +235,7 @@ class DealCache:
                 chunks[rec.chunk_id] = rec
             view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen)
             view.findings = self._findings(deal_id)
+            view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
             self._deals[deal_id] = view
             return view, 1
 

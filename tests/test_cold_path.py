@@ -173,17 +173,20 @@ def test_stored_findings_are_what_the_risk_module_computes(ingested: Path, node_
         found.close()
 
 
-def test_packages_are_identical_with_and_without_stored_findings(ingested: Path, tmp_path: Path, node_config) -> None:
+def test_packages_are_identical_with_and_without_stored_findings_and_lexical_index(ingested: Path, tmp_path: Path, node_config) -> None:
     from retrieval_node.precompute import FINDINGS_DB
 
     home = tmp_path / "store"
     shutil.copytree(ingested, home)
+    assert (home / "lexical").is_dir()
     for name in ("investigator", "condo", "tax", "scribe"):
         with_findings = _package_of(home, node_config, name)
         (home / FINDINGS_DB).rename(home / "findings.aside")
+        (home / "lexical").rename(home / "lexical.aside")
         without = _package_of(home, node_config, name)
         (home / FINDINGS_DB).unlink()  # the run without the file opened an empty one
         (home / "findings.aside").rename(home / FINDINGS_DB)
+        (home / "lexical.aside").rename(home / "lexical")
         assert with_findings == without, name
 
 
@@ -243,3 +246,40 @@ def test_seeded_signals_are_what_the_ranker_serves(node_config) -> None:
     assert settings.ranker.risk("h1", chunk.content, settings.domains) == fake
     assert settings.excerpt_for(chunk) == (0, 9)
     assert settings.keep(view)(chunk) is True
+
+
+def test_bm25_index_kept_at_ingest_scores_exactly_like_one_built_on_the_call(ingested: Path, node_config) -> None:
+    import bm25s
+
+    from retrieval_node import lexical
+    from retrieval_node.deals import DealCache
+
+    with Store.open(ingested, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+    ids = sorted(view.chunks)
+    loaded = lexical.load(ingested, DEAL, ids)
+    assert loaded is not None
+    built = lexical.build([view.chunks[c].content for c in ids])
+    assert loaded[1] == built[1]
+    for query in [*profile_query_texts(node_config), "builders lien 12,000 arrears levy"]:
+        q = [t for t in bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0] if t in built[1]]
+        if q:
+            assert np.array_equal(loaded[0].get_scores(q), built[0].get_scores(q)), query
+    assert lexical.load(ingested, DEAL, ids[:-1]) is None  # another set of chunks: not served
+    assert lexical.load(ingested, "2026-OTHER-0001", ids) is None
+
+
+def test_the_deal_view_reads_the_kept_bm25_index(ingested: Path, tmp_path: Path, node_config) -> None:
+    """An index kept for the right chunk ids but built from other texts (fault injection) is what the view serves,
+    so the view does read the stored index instead of building one."""
+    from retrieval_node import lexical
+    from retrieval_node.deals import DealCache
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    with Store.open(home, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+        ids = sorted(view.chunks)
+        lexical.save(home, DEAL, ids, ["zyzzyva"] * len(ids))
+        scores = view.bm25_scores("zyzzyva")
+        assert set(scores) == set(ids) and len(set(scores.values())) == 1
