@@ -8,6 +8,8 @@ Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
                                                                           without a server URL)
     mem0_history.db   Mem0's history database (a warning at open when it is missing from a store with data)
     query_vectors.db  embeddings of query texts, by model key and text (query_cache.py; owner-only)
+    chunk_findings.db each chunk's risk findings, written by ingest (precompute.py; owner-only)
+    lexical/          each deal's BM25 index, written by ingest (lexical.py)
     store.json        which engines this store was created with (opening it with others is an error)
     audit/            audit snapshots and the audit write journal
     .lock             held while a process has the store open
