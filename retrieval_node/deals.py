@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from . import lexical
 from .backends.mem0_registry import LEDGER, ledger_records
 from .backends.vectors import point_id, point_uuid
 from .cache import BoundedCache
@@ -27,6 +28,7 @@ from .models import TrustContext, sha256_hex
 from .passages import Links, continuation_links
 from .superseded import superseded_copies
 from .ports import Backends
+from .precompute import findings_of, setting_key
 from .values import ChunkView
 
 #: BM25 results kept per deal view (agents repeat their profile queries).
@@ -52,6 +54,12 @@ class DealView:
     _bm25_cache: BoundedCache[str, dict[str, float]] = field(default_factory=lambda: BoundedCache(BM25_CACHE))
     _zones: dict[str, list[ChunkView]] | None = None
     _memo: dict[Any, Any] = field(default_factory=dict)
+    #: the risk findings ingest stored for the deal's chunks (precompute.py): setting key -> chunk id -> (material, signal)
+    findings: dict[str, dict[str, tuple[bool, str | None, str | None]]] | None = None
+    #: rankers already handed the stored signals of this view (precompute.seed_ranker)
+    seeded: set[Any] = field(default_factory=set)
+    #: the store directory whose per-deal BM25 index (lexical.py) the view may read
+    home: Any = None
 
     def _memoised(self, key: Any, build: Callable[[], Any]) -> Any:
         value = self._memo.get(key)
@@ -89,12 +97,9 @@ class DealView:
         with self._bm25_lock:
             if self._bm25 is None:
                 self._bm25_ids = sorted(self.chunks)
-                corpus = [self.chunks[c].content for c in self._bm25_ids]
-                tokens = bm25s.tokenize(corpus, stopwords="en", show_progress=False) if corpus else None
-                model = bm25s.BM25()
-                if tokens is not None:
-                    model.index(tokens, show_progress=False)
-                self._bm25 = (model, tokens.vocab if tokens is not None else {})
+                # the index ingest kept for exactly these chunks (lexical.py), else built here
+                stored = lexical.load(self.home, self.deal_id, self._bm25_ids) if self.home is not None else None
+                self._bm25 = stored or lexical.build([self.chunks[c].content for c in self._bm25_ids])
         model, vocab = self._bm25
         q = [t for t in bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0] if t in vocab]
         if not q or not self._bm25_ids:
@@ -127,8 +132,13 @@ class DealView:
         return self._memoised(("structural", gate_key, sections, roles, cutoff), build)
 
     def risk_flags(self, domains: tuple[str, ...], kinds: tuple[str, ...] | None) -> dict[str, bool]:
-        """chunk id -> whether it carries a material risk for ``domains`` / ``kinds``; filled as chunks are asked about."""
-        return self._memoised(("material", domains, kinds), dict)
+        """chunk id -> whether it carries a material risk for ``domains`` / ``kinds``: the judgements ingest stored
+        (:mod:`~retrieval_node.precompute`, current fingerprint only), the rest filled as chunks are asked about."""
+        def build() -> dict[str, bool]:
+            stored = (self.findings or {}).get(setting_key(kinds, domains))
+            return {cid: row[0] for cid, row in stored.items() if cid in self.chunks} if stored else {}
+
+        return self._memoised(("material", domains, kinds), build)
 
     def toc_groups(self) -> list[tuple[tuple[str, str], list[ChunkView]]]:
         """The deal's chunks by (document id, role), sorted, each group in reading order (the table of contents)."""
@@ -245,8 +255,19 @@ class DealCache:
                 chunks[rec.chunk_id] = rec
             notes = self._pair_with_vectors(deal_id, chunks)
             view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
+            view.findings = self._findings(deal_id)
+            view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
             self._deals[deal_id] = view
             return self._said(view, fallbacks), 1
+
+    def _findings(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]] | None:
+        """The risk findings ingest stored for the deal (None without a findings file, or when it cannot be read:
+        the findings are then computed on the call, as they always could be)."""
+        try:
+            found = findings_of(self.backends)
+            return found.deal(deal_id) if found is not None else None
+        except Exception:  # a damaged findings file costs time, never an answer
+            return None
 
     @staticmethod
     def _said(view: DealView, fallbacks: list[str] | None) -> DealView:

@@ -20,6 +20,7 @@ tensor a (N) must match ... (512)"). Two layers keep every text inside that:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import EmbeddingModelMissing
+from .errors import BackendError, EmbeddingModelMissing
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -102,9 +103,15 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         self.calls = 0
 
+    #: what identifies the model's vectors (:func:`model_identity`); set by :meth:`load`, None for a model passed in
+    model_key: str | None = None
+
     @classmethod
     def load(cls, model: str = MINILM, *, path: str | None = None, batch_size: int = 64) -> SentenceTransformerEmbedder:
-        return cls(_load_model(resolve_model_path(model, path)), batch_size=batch_size)
+        resolved = resolve_model_path(model, path)
+        emb = cls(_load_model(resolved), batch_size=batch_size)
+        emb.model_key = model_identity(resolved)
+        return emb
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts``, one row each; a text longer than :attr:`max_tokens` word pieces is the
@@ -178,6 +185,102 @@ class SentenceTransformerEmbedder:
         return spans
 
 
+#: files of a model directory up to this size are hashed whole; larger ones (the weights) by name, size and mtime
+_HASHED_BYTES = 2_000_000
+
+
+def model_identity(path: str) -> str:
+    """A key for the vectors a model directory gives, computed without loading the model (no torch import).
+
+    sha256 over every file of the directory (small ones by content, the weights by size and modification time),
+    the versions of torch, transformers and sentence-transformers (their kernels make the floats) and the pooling
+    constants of :meth:`SentenceTransformerEmbedder.embed`. A reinstalled or edited model, or another library
+    version, gives another key: vectors cached under the old one are not served.
+    """
+    from importlib import metadata
+
+    h = hashlib.sha256(b"retrieval-node model identity v1\0")
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            fp = os.path.join(root, name)
+            st = os.stat(fp)
+            h.update(os.path.relpath(fp, path).encode() + b"\0" + str(st.st_size).encode() + b"\0")
+            if st.st_size <= _HASHED_BYTES:
+                with open(fp, "rb") as fh:
+                    h.update(hashlib.sha256(fh.read()).digest())
+            else:
+                h.update(str(st.st_mtime_ns).encode())
+    for dist in ("torch", "transformers", "sentence-transformers"):
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "-"
+        h.update(f"{dist}={version}\0".encode())
+    h.update(f"pool={POOL_WINDOW_TOKENS}/{POOL_OVERLAP_TOKENS}".encode())
+    return "minilm:" + h.hexdigest()[:32]
+
+
+class LazyEmbedder:
+    """:class:`SentenceTransformerEmbedder` loaded on its first real use (an ingest, a query text not in the store's
+    query-vector cache, a pattern added): opening a store and answering a profile intent from cached query vectors
+    never imports torch. ``dimension`` and :attr:`model_key` are known without the model (the dimension from the
+    configuration, checked against the model when it loads).
+
+    >>> emb = LazyEmbedder(dimension=384)                  # doctest: +SKIP
+    >>> emb.loaded, emb.model_key[:7]                      # doctest: +SKIP
+    (False, 'minilm:')
+    """
+
+    def __init__(self, model: str = MINILM, *, path: str | None = None, batch_size: int = 64, dimension: int = 384) -> None:
+        self._path = resolve_model_path(model, path)  # a missing model is said at open, as before
+        self.model_key: str | None = model_identity(self._path)
+        self.dimension = dimension
+        self.batch_size = batch_size
+        self._real: SentenceTransformerEmbedder | None = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._real is not None
+
+    def model(self) -> SentenceTransformerEmbedder:
+        """The loaded embedder (loads it on the first call)."""
+        real = self._real
+        if real is None:
+            with self._load_lock:
+                if self._real is None:
+                    loaded = SentenceTransformerEmbedder(_load_model(self._path), batch_size=self.batch_size)
+                    loaded.model_key = self.model_key
+                    if loaded.dimension != self.dimension:
+                        raise BackendError(f"embedding model gives {loaded.dimension}-d vectors but embedding_dimension is {self.dimension}")
+                    self._real = loaded
+                real = self._real
+        assert real is not None
+        return real
+
+    @property
+    def max_tokens(self) -> int:
+        return self.model().max_tokens
+
+    @property
+    def calls(self) -> int:
+        return self._real.calls if self._real is not None else 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self.model().embed(texts)
+
+    def embed_windows(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self.model().embed_windows(texts)
+
+    def window_spans(self, text: str, window_tokens: int, overlap_tokens: int) -> list[tuple[int, int]]:
+        return self.model().window_spans(text, window_tokens, overlap_tokens)
+
+
 def _mean_pool(vectors: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     """Row ``i`` = unit-length mean of the rows of ``vectors`` whose ``owner`` is ``i``."""
     out = np.zeros((n, vectors.shape[1]), dtype=np.float64)
@@ -214,4 +317,5 @@ def _load_model(path: str) -> Any:
         return _MODELS[path]
 
 
-__all__ = ["MINILM", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "SentenceTransformerEmbedder", "resolve_model_path"]
+__all__ = ["MINILM", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "LazyEmbedder", "SentenceTransformerEmbedder", "model_identity",
+           "resolve_model_path"]

@@ -32,6 +32,7 @@ model on the CPU), so the registry costs little on top of embedding.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import reprlib
@@ -46,10 +47,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from . import lexical
 from .backends.vectors import VectorPoint, point_id
 from .errors import BackendError, NoInputFiles, StorageFullError, UsageError
-from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory
+from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory, sha256_hex
+from .precompute import findings_of
+from .query_cache import profile_query_texts
 from .store import Store
+
+log = logging.getLogger(__name__)
 
 #: Lines longer than this are rejected unread (a Stage-0 page chunk is a few KB).
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -334,9 +340,28 @@ class Ingestor:
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
         stored = [p for p in pending if not p.refused]
+        findings = findings_of(self.store)
+        if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
+            findings.compute((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in stored)
+        for deal_id in sorted({p.chunk.deal_id for p in stored}):  # and each changed deal's BM25 index (lexical.py)
+            self.save_lexical(deal_id)
+        if any(p.needs_vectors for p in stored):  # the model is loaded: the first retrieve after this ingest needs it not
+            prefill = getattr(self.store, "prefill_queries", None)
+            if prefill is not None:
+                prefill(profile_query_texts(self.store.config))
         repaired = sum(1 for p in stored if not p.needs_vectors)
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
+
+    def save_lexical(self, deal_id: str) -> None:
+        """Rebuild and keep the deal's BM25 index over its registered chunks (what its deal view would build; a
+        failure here costs the first call that time, never an answer)."""
+        try:
+            records = {r.chunk_id: r.content for r in self.store.registry.deal_records(deal_id) if sha256_hex(r.content) == r.content_hash}
+            ids = sorted(records)
+            lexical.save(self.store.home, deal_id, ids, [records[c] for c in ids])
+        except Exception as exc:  # the view builds its own
+            log.warning("deal %s: its BM25 index was not kept (%s); its first call builds it", deal_id, exc)
 
     # -- planning --------------------------------------------------------------------
     def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]) -> tuple[list[_Pending], int]:

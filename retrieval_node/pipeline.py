@@ -49,6 +49,7 @@ from .models import (
 )
 from .pack import ContextPackager
 from .passages import companions
+from .precompute import seed_ranker
 from .superseded import demote
 from .ports import AuditSink, Backends
 from .rank import Rankers, rank
@@ -106,6 +107,10 @@ class Pipeline:
         vec = self._queries.get(text)
         if vec is not None:
             return vec, 0
+        embed_query = getattr(self.backends, "embed_query", None)  # the store's persisted query vectors (query_cache.py)
+        if embed_query is not None:
+            vec, calls = embed_query(text)
+            return self._queries.put(text, vec), calls
         return self._queries.put(text, self.backends.embedder.embed([text])[0]), 1
 
     def patterns(self, fallbacks: list[str]) -> tuple[list[tuple[str, str, str]], int]:
@@ -148,6 +153,7 @@ class Pipeline:
         gate = view.gate(plan, trust, intent.as_of)
         redacted, above_trust = gate.listed()
         keep = settings.keep(view)
+        seed_ranker(view, settings)  # the risk signals ingest stored for the deal (precompute.py)
 
         result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
                                          keep=keep, top_k=rc.semantic_top_k)

@@ -7,6 +7,9 @@ Layout of ``--store`` / ``$RETRIEVAL_NODE_HOME`` / ``./.retrieval-node``::
     qdrant/           qdrant-client local database                       (only for vector_backend / mem0_vector_store: qdrant
                                                                           without a server URL)
     mem0_history.db   Mem0's history database (a warning at open when it is missing from a store with data)
+    query_vectors.db  embeddings of query texts, by model key and text (query_cache.py; owner-only)
+    chunk_findings.db each chunk's risk findings, written by ingest (precompute.py; owner-only)
+    lexical/          each deal's BM25 index, written by ingest (lexical.py)
     store.json        which engines this store was created with (opening it with others is an error)
     registered.jsonl  the chunks Mem0 took (deal, chunk id, content hash): the Mem0-down fallback serves only these
     secret.key        the store's secret (evidence codes, snapshot MACs)
@@ -30,12 +33,15 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .backends.mem0_edge import EdgeMemoryStore, attach
 from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
-from .embedding import Embedder, SentenceTransformerEmbedder
+from .embedding import Embedder, LazyEmbedder
 from .errors import BackendError, ConfigError, StoreLockedError, StorePathError
+from .query_cache import QUERY_DB, QueryVectorCache
 from .tokens import TiktokenCounter, TokenCounter
 
 log = logging.getLogger(__name__)
@@ -161,6 +167,8 @@ class Store:
         self._secret: bytes | None = None
         self._close_hooks: list[Any] = []
         self._gen_lock = threading.Lock()
+        self._query_cache: QueryVectorCache | None = None
+        self._query_cache_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -181,7 +189,9 @@ class Store:
         closers: list[Any] = []
         edge_shards: list[Any] = []
         try:
-            embedder = embedder or SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size)
+            # loaded on its first real use (ingest, a query text not in the query-vector cache, patterns add)
+            embedder = embedder or LazyEmbedder(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size,
+                                                dimension=rc.embedding_dimension)
             if embedder.dimension != rc.embedding_dimension:
                 raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
             tokens = TiktokenCounter(rc.tokenizer_encoding)
@@ -255,6 +265,31 @@ class Store:
             name = str(getattr(shard, "_path", None) or getattr(shard, "path", "?"))
             out[name] = shard.compact()
         return out
+
+    # -- query vectors (query_cache.py) --------------------------------------------------------
+    def query_cache(self) -> QueryVectorCache | None:
+        """The store's persisted query vectors under this embedder's ``model_key`` (None for an embedder without one)."""
+        key = getattr(self.embedder, "model_key", None)
+        if not key:
+            return None
+        with self._query_cache_lock:
+            if self._query_cache is None or self._query_cache.model_key != key:
+                self._query_cache = QueryVectorCache(self.home / QUERY_DB, key, dimension=self.config.retrieval.embedding_dimension)
+                self._closers.insert(0, self._query_cache)
+            return self._query_cache
+
+    def embed_query(self, text: str) -> tuple[np.ndarray, int]:
+        """The vector of a query text and how many model calls it took (0: read from the store's cache)."""
+        cache = self.query_cache()
+        if cache is None:
+            return self.embedder.embed([text])[0], 1
+        vec, computed = cache.vector(text, lambda t: self.embedder.embed([t])[0])
+        return vec, int(computed)
+
+    def prefill_queries(self, texts: list[str]) -> int:
+        """Embed and keep the query texts not cached yet (ingest calls it with every profile's texts)."""
+        cache = self.query_cache()
+        return 0 if cache is None else cache.fill(texts, lambda t: self.embedder.embed([t])[0])
 
     # -- cache invalidation --------------------------------------------------------------
     def generation(self, deal_id: str) -> int:

@@ -34,6 +34,10 @@ def test_retrieval_latency_smoke(tmp_path):
         pool = r["node"]["process_pool"]
         assert pool["warm"]["p50_ms"] > 0 and pool["integrity"]["ok"]
         assert pool["concurrency"]["concurrent_errors"] == 0
+        # the first call on every deal is measured, and the fresh-process CLI answered without loading the model
+        assert len(r["node"]["cold"]["calls"]) == r["fill"]["deals"] and r["fill"]["precomputed"]
+        cli = r["node"]["cli"]
+        assert cli["calls"] and all(c["exit"] == 0 for c in cli["calls"]) and cli["model_loaded_any"] is False
 
 
 @pytest.mark.slow

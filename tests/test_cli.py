@@ -121,7 +121,12 @@ def test_normal_run_is_quiet_and_verbose_shows_library_lines(tmp_path):
     loud = run_cli("-v", "retrieve", "--deal", "2026-ACME-0042", "--agent", "tax", "--stage", "closing", "--store", str(store), "--json", cwd=tmp_path)
     assert loud.returncode == 0, loud.stderr
     assert json.loads(loud.stdout)["package"]["deal_id"] == "2026-ACME-0042"
-    assert "INFO sentence_transformers" in loud.stderr and "DEBUG" not in loud.stderr  # -vv for debug
+    assert "DEBUG" not in loud.stderr  # -vv for debug
+    # a profile intent loads no model (its query vectors are kept in the store); an ingest does, and -v shows its lines
+    assert "INFO sentence_transformers" not in loud.stderr
+    loud = run_cli("-v", "ingest", str(SAMPLE_DATA / "clean_deal" / "chunks.jsonl"), "--store", str(store), "--json", cwd=tmp_path)
+    assert loud.returncode == 0, loud.stderr
+    assert "INFO sentence_transformers" in loud.stderr and "DEBUG" not in loud.stderr
     unknown = run_cli("retrieve", "--deal", "2026-NOPE-0001", "--agent", "tax", "--store", str(store), cwd=tmp_path)
     assert unknown.returncode == 2 and "2026-NOPE-0001" in unknown.stderr
     assert unknown.stderr.count("\n") == 1  # one line: the error, nothing from the libraries

@@ -1,0 +1,228 @@
+"""Query-independent work done at ingest, once: each chunk's risk findings.
+
+What :mod:`retrieval_node.risk` reads in a chunk (its :class:`~retrieval_node.risk.RiskSignal`: kinds, matched
+spans with their weights and cues, the numbers read, the material judgement) depends on the chunk's text, the
+lexicon and the risk domains only, never on the query. Ingest computes it for every *risk setting* the configured
+profiles rank with (:func:`risk_settings`: the lexicon of the profile's ``risk_kinds`` over its ``risk_domains``)
+and keeps it in ``<store>/chunk_findings.db`` (SQLite, owner-only 0600), by
+deal, chunk id and setting. The first call on a deal then reads its findings instead of scanning the whole deal.
+
+Every row carries the :func:`fingerprint` of what produced it: the risk lexicon (``risk_signals.yaml`` as loaded)
+and the source of :mod:`retrieval_node.risk`. A row under another fingerprint is never served: after a rule or
+lexicon change the findings are computed again (on the call, as before this module, and by the next ingest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import risk
+from .config import NodeConfig, RiskLexicon
+from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, risk_signal
+
+#: the findings file inside the store directory
+FINDINGS_DB = "chunk_findings.db"
+#: the shortfall ratio every ranker of the package reads reserves with (``RiskAwareRanker``'s default)
+SHORTFALL_RATIO = 0.5
+_EMPTY = RiskSignal(score=0.0, kinds=())
+
+
+@dataclass(frozen=True, slots=True)
+class RiskSetting:
+    """One way the rankers read risk: the lexicon of ``kinds`` (None: all) over ``domains``."""
+
+    kinds: tuple[str, ...] | None
+    domains: tuple[str, ...]
+    lexicon: RiskLexicon
+    #: the ``excerpt_max_chars`` of the profiles that read risk this way (excerpt spans are kept for each)
+    excerpt_chars: tuple[int, ...] = (EXCERPT_MAX_CHARS,)
+
+    @property
+    def key(self) -> str:
+        return json.dumps([list(self.kinds) if self.kinds is not None else None, list(self.domains)], separators=(",", ":"))
+
+
+def risk_settings(config: NodeConfig) -> list[RiskSetting]:
+    """The risk settings of the configured profiles, as :meth:`retrieval_node.rank.Rankers.settings` resolves them (an
+    intent without a profile reads the whole lexicon over every domain on the call, as before)."""
+    lex = config.risk_signals
+    if lex is None:
+        return []
+    every = tuple(sorted(lex.domains))
+    seen: dict[tuple[tuple[str, ...] | None, tuple[str, ...]], RiskSetting] = {}
+    for profile in config.agents.values():
+        kinds = tuple(profile.risk_kinds) if profile.risk_kinds is not None else None
+        domains = tuple(profile.risk_domains) if profile.risk_domains else every
+        chars = int(profile.excerpt_max_chars)
+        prev = seen.get((kinds, domains))
+        if prev is None:
+            seen[(kinds, domains)] = RiskSetting(kinds, domains, lex if kinds is None else lex.only_kinds(kinds), (chars,))
+        elif chars not in prev.excerpt_chars:
+            seen[(kinds, domains)] = RiskSetting(kinds, domains, prev.lexicon, tuple(sorted({*prev.excerpt_chars, chars})))
+    return list(seen.values())
+
+
+def fingerprint(config: NodeConfig) -> str:
+    """What the findings depend on: the loaded risk lexicon, the risk module's source and the shortfall ratio."""
+    h = hashlib.sha256(b"retrieval-node findings v1\0")
+    lex = config.risk_signals
+    h.update(json.dumps(lex.model_dump(mode="json") if lex is not None else None, sort_keys=True).encode())
+    h.update(inspect.getsource(risk).encode())
+    h.update(str(SHORTFALL_RATIO).encode())
+    return h.hexdigest()[:32]
+
+
+def encode_signal(sig: RiskSignal) -> str | None:
+    """A signal as compact JSON (None for the empty signal of a chunk the lexicon does not touch)."""
+    if sig == _EMPTY:
+        return None
+    return json.dumps([sig.score, sig.kinds, [[m.term, m.kind, m.weight, m.start, m.end, m.benign, m.cue, m.how] for m in sig.matches],
+                       sig.numeric, sig.risk_terms, sig.benign_terms], separators=(",", ":"))
+
+
+def decode_signal(raw: str | None) -> RiskSignal:
+    if raw is None:
+        return _EMPTY
+    score, kinds, matches, numeric, risk_terms, benign_terms = json.loads(raw)
+    return RiskSignal(score=score, kinds=tuple(kinds), matches=tuple(RiskMatch(*m) for m in matches), numeric=tuple(numeric),
+                      risk_terms=tuple(risk_terms), benign_terms=tuple(benign_terms))
+
+
+class ChunkFindings:
+    """``<store>/chunk_findings.db``: (fingerprint, deal, chunk, setting) -> the chunk's risk signal."""
+
+    def __init__(self, path: Path, config: NodeConfig) -> None:
+        self.path = path
+        self.settings = risk_settings(config)
+        self.fingerprint = fingerprint(config)
+        self._lock = threading.Lock()
+        if not path.exists():  # owner-only before SQLite opens it (its journal takes the same mode)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.chmod(path, 0o600)
+        self._conn: sqlite3.Connection | None = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn.execute("CREATE TABLE IF NOT EXISTS findings (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
+                           "setting TEXT NOT NULL, material INTEGER NOT NULL, signal TEXT, spans TEXT, "
+                           "PRIMARY KEY (fingerprint, deal_id, chunk_id, setting))")
+
+    def compute(self, chunks: Iterable[tuple[str, str, str]]) -> int:
+        """Compute and keep the findings of ``(deal id, chunk id, content)`` under every setting; returns the rows written."""
+        rows = []
+        for deal_id, chunk_id, content in chunks:
+            for s in self.settings:
+                sig = risk_signal(content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
+                spans = None
+                if sig.material:  # the excerpt the packager quotes when a risk chunk does not fit whole (asked of risk chunks)
+                    spans = json.dumps({str(n): best_risk_span(content, s.lexicon, s.domains, max_chars=n, shortfall_ratio=SHORTFALL_RATIO)
+                                        for n in s.excerpt_chars}, separators=(",", ":"))
+                rows.append((self.fingerprint, deal_id, chunk_id, s.key, int(sig.material), encode_signal(sig), spans))
+        with self._lock:
+            if self._conn is None:
+                return 0
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR REPLACE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._conn.execute("COMMIT")
+        return len(rows)
+
+    def deal(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]]:
+        """setting key -> {chunk id -> (material, encoded signal, encoded excerpt spans)} of the deal's chunks under the
+        current fingerprint (decoded only when used: :func:`decode_signal`)."""
+        out: dict[str, dict[str, tuple[bool, str | None, str | None]]] = {}
+        with self._lock:
+            if self._conn is None:
+                return out
+            rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings WHERE fingerprint = ? AND deal_id = ?",
+                                      (self.fingerprint, deal_id)).fetchall()
+        for chunk_id, setting, material, signal, spans in rows:
+            out.setdefault(setting, {})[chunk_id] = (bool(material), signal, spans)
+        return out
+
+    def drop_stale(self) -> int:
+        """Delete rows of other fingerprints (their rules are gone); returns how many."""
+        with self._lock:
+            if self._conn is None:
+                return 0
+            return self._conn.execute("DELETE FROM findings WHERE fingerprint != ?", (self.fingerprint,)).rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+_OPEN: dict[int, tuple[Any, ChunkFindings]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def findings_of(backends: Any) -> ChunkFindings | None:
+    """The findings file of a :class:`~retrieval_node.store.Store` (opened once per store, closed with it); None for
+    backends without a store directory of their own (the process pool's workers compute as before)."""
+    add_hook = getattr(backends, "add_close_hook", None)
+    home = getattr(backends, "home", None)
+    if add_hook is None or home is None or getattr(backends.config, "risk_signals", None) is None:
+        return None
+    with _OPEN_LOCK:
+        held = _OPEN.get(id(backends))
+        if held is not None and held[0] is backends:
+            return held[1]
+        found = ChunkFindings(Path(home) / FINDINGS_DB, backends.config)
+        _OPEN[id(backends)] = (backends, found)
+
+    def close() -> None:
+        with _OPEN_LOCK:
+            if _OPEN.get(id(backends), (None,))[0] is backends:
+                del _OPEN[id(backends)]
+        found.close()
+
+    add_hook(close)
+    return found
+
+
+def seed_ranker(view: Any, settings: Any) -> None:
+    """Hand the deal's stored signals of ``settings`` (a :class:`~retrieval_node.rank.RankSettings`) to its ranker, once
+    per view and ranker, so candidates are scored without reading their text again.
+
+    Relies on ``RiskAwareRanker``'s memo of signals, keyed ``(content_hash, tuple(domains))`` (``rank.py``); the test
+    ``tests/test_cold_path.py::test_seeded_signals_are_what_the_ranker_serves`` breaks if that key changes. The excerpt
+    spans of the deal's material chunks go the same way into its memo of spans."""
+    stored = (view.findings or {}).get(setting_key(settings.kinds, settings.domains))
+    if not stored:
+        return
+    ranker = settings.ranker
+    key = (id(ranker), tuple(settings.domains))
+    if key in view.seeded:
+        return
+    cache = ranker._risk_cache  # noqa: SLF001 - see the docstring
+    span_cache = ranker._span_cache  # noqa: SLF001 - keyed (content_hash, tuple(domains), max_chars) -> (span,)
+    domains = tuple(settings.domains)
+    chars = str(settings.excerpt_chars)
+    chunks = view.chunks
+    for cid, (_material, raw, spans) in stored.items():
+        c = chunks.get(cid)
+        if c is None:
+            continue
+        cache.put((c.content_hash, domains), decode_signal(raw))
+        if spans is not None:
+            by_chars = json.loads(spans)
+            if chars in by_chars:
+                span = by_chars[chars]
+                span_cache.put((c.content_hash, domains, settings.excerpt_chars), (tuple(span) if span is not None else None,))
+    view.seeded.add(key)
+
+
+def setting_key(kinds: Sequence[str] | None, domains: Sequence[str]) -> str:
+    """The key :class:`RiskSetting` files a (kinds, domains) pair under."""
+    return json.dumps([list(kinds) if kinds is not None else None, list(domains)], separators=(",", ":"))
+
+
+__all__ = ["FINDINGS_DB", "ChunkFindings", "RiskSetting", "decode_signal", "encode_signal", "findings_of", "fingerprint", "risk_settings",
+           "seed_ranker", "setting_key"]

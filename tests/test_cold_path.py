@@ -1,0 +1,285 @@
+"""The cold path: a profile intent in a fresh process loads no model (query vectors kept in the store), and the
+query-independent work done at ingest is served, versioned, to the first call."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval_node.embedding import LazyEmbedder, model_identity, resolve_model_path
+from retrieval_node.ingest import Ingestor
+from retrieval_node.query_cache import QUERY_DB, QueryVectorCache, profile_query_texts
+from retrieval_node.store import Store
+from tests.conftest import FULL_TRUST, SAMPLE_DATA
+
+REPO = Path(__file__).resolve().parent.parent
+DEAL = "2026-ACME-0042"
+
+# Runs `retrieval-node retrieve --json` in this fresh process, then says whether the model's libraries were imported.
+PROBE = """
+import sys
+from retrieval_node.cli import app
+try:
+    app(sys.argv[1:], prog_name="retrieval-node")
+except SystemExit as exc:
+    if exc.code:
+        raise
+print("MODEL_IMPORTED=" + str("torch" in sys.modules or "sentence_transformers" in sys.modules), file=sys.stderr)
+"""
+
+
+def _cli_retrieve(home: Path, agent: str) -> tuple[dict, bool]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RETRIEVAL_NODE_")}
+    env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    p = subprocess.run([sys.executable, "-c", PROBE, "retrieve", "--deal", DEAL, "--agent", agent, "--store", str(home), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    imported = p.stderr.rpartition("MODEL_IMPORTED=")[2].strip()
+    return json.loads(p.stdout), imported == "True"
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory, embedder, node_config) -> Path:
+    """A closed store holding the sample deal, ingested with the real model (ingest pre-fills the query vectors)."""
+    home = tmp_path_factory.mktemp("cold") / "store"
+    with Store.open(home, config=node_config, embedder=embedder) as st:
+        report = Ingestor(st).ingest([SAMPLE_DATA / "sample_deal" / "chunks.jsonl"])
+        assert report.rejected == [] and report.ingested > 0
+    return home
+
+
+def test_profile_retrieve_in_a_fresh_process_loads_no_model_and_gives_the_same_package(ingested: Path, tmp_path: Path) -> None:
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)  # same secret: same evidence codes
+    # the reference: the query vectors computed by the model in that process (cache file removed first)
+    (home / QUERY_DB).unlink()
+    computed, imported = _cli_retrieve(home, "investigator")
+    assert imported, "without cached query vectors the model must load"
+    cached, imported = _cli_retrieve(home, "investigator")
+    assert not imported, "a profile intent answered from the store's query vectors must not import torch"
+    assert cached["package"] == computed["package"]
+    assert cached["package"]["ordered_chunks"]
+
+
+def test_ingest_prefills_every_profile_text_so_the_first_call_needs_no_model(ingested: Path, embedder, node_config) -> None:
+    with Store.open(ingested, config=node_config) as st:  # no embedder passed: the store's own, lazy
+        assert isinstance(st.embedder, LazyEmbedder) and not st.embedder.loaded
+        cache = st.query_cache()
+        assert cache is not None
+        for text in profile_query_texts(node_config):
+            vec = cache.get(text)
+            assert vec is not None, text
+            ref = embedder.embed([text])[0]
+            assert vec.dtype == np.float32 and vec.tobytes() == ref.tobytes()  # bit-identical to the model's vector
+        from retrieval_node.agent import RetrievalAgent
+
+        agent = RetrievalAgent(st, trust=FULL_TRUST)
+        try:
+            for name in ("condo", "tax", "investigator"):
+                agent.retrieve_sync(agent.intent_for(name, deal_id=DEAL))
+        finally:
+            agent.close()
+        assert not st.embedder.loaded
+        vec, calls = st.embed_query("a free-text question nobody asked before")  # a free-text query loads the model
+        assert calls == 1 and st.embedder.loaded
+        assert st.embed_query("a free-text question nobody asked before")[1] == 0
+
+
+def test_query_vectors_file_is_owner_only(ingested: Path) -> None:
+    mode = stat.S_IMODE((ingested / QUERY_DB).stat().st_mode)
+    assert mode == 0o600
+
+
+def test_query_vectors_of_another_model_are_not_served(tmp_path: Path) -> None:
+    path = tmp_path / QUERY_DB
+    vec = np.arange(384, dtype=np.float32) / 1000
+    cache = QueryVectorCache(path, "model-a", dimension=384)
+    cache.put("lien", vec)
+    cache.close()
+    again = QueryVectorCache(path, "model-a", dimension=384)
+    got = again.get("lien")
+    assert got is not None and got.tobytes() == vec.tobytes()
+    again.close()
+    other = QueryVectorCache(path, "model-b", dimension=384)
+    assert other.get("lien") is None and len(other) == 0
+    other.close()
+    assert QueryVectorCache(path, "model-a", dimension=384).get("lien") is None  # rows of the old model were dropped
+
+
+def test_model_identity_changes_when_the_model_files_change(tmp_path: Path) -> None:
+    src = Path(resolve_model_path())
+    copy = tmp_path / "model"
+    for f in src.rglob("*"):
+        if f.is_file():
+            dst = copy / f.relative_to(src)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(f)
+    assert model_identity(str(copy)) == model_identity(str(copy))
+    before = model_identity(str(copy))
+    cfg = copy / "config.json"
+    text = cfg.read_text()
+    cfg.unlink()
+    cfg.write_text(text.replace("}", ', "edited": true}', 1))
+    assert model_identity(str(copy)) != before
+
+
+# --------------------------------------------------------------------------- risk findings kept at ingest
+
+
+def _package_of(home: Path, node_config, agent_name: str):
+    from retrieval_node.agent import RetrievalAgent
+
+    with Store.open(home, config=node_config) as st:
+        agent = RetrievalAgent(st, trust=FULL_TRUST)
+        try:
+            package, _summary = agent.retrieve_sync(agent.intent_for(agent_name, deal_id=DEAL))
+        finally:
+            agent.close()
+    return package
+
+
+def test_stored_findings_are_what_the_risk_module_computes(ingested: Path, node_config) -> None:
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings, SHORTFALL_RATIO, decode_signal
+    from retrieval_node.risk import best_risk_span, risk_signal
+
+    with Store.open(ingested, config=node_config) as st:
+        records = {r.chunk_id: r for r in st.registry.deal_records(DEAL)}
+    found = ChunkFindings(ingested / FINDINGS_DB, node_config)
+    try:
+        stored = found.deal(DEAL)
+        assert {s.key for s in found.settings} == set(stored)
+        material = 0
+        for s in found.settings:
+            assert set(stored[s.key]) == set(records)  # every chunk, every setting
+            for cid, (is_material, raw, spans) in stored[s.key].items():
+                ref = risk_signal(records[cid].content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
+                assert decode_signal(raw) == ref and is_material == ref.material
+                if ref.material:
+                    material += 1
+                    got = json.loads(spans)
+                    for n in s.excerpt_chars:
+                        span = best_risk_span(records[cid].content, s.lexicon, s.domains, max_chars=n, shortfall_ratio=SHORTFALL_RATIO)
+                        assert (tuple(got[str(n)]) if got[str(n)] is not None else None) == span
+        assert material > 0  # the sample deal carries risks: the comparison covered real signals
+    finally:
+        found.close()
+
+
+def test_packages_are_identical_with_and_without_stored_findings_and_lexical_index(ingested: Path, tmp_path: Path, node_config) -> None:
+    from retrieval_node.precompute import FINDINGS_DB
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    assert (home / "lexical").is_dir()
+    for name in ("investigator", "condo", "tax", "scribe"):
+        with_findings = _package_of(home, node_config, name)
+        (home / FINDINGS_DB).rename(home / "findings.aside")
+        (home / "lexical").rename(home / "lexical.aside")
+        without = _package_of(home, node_config, name)
+        (home / FINDINGS_DB).unlink()  # the run without the file opened an empty one
+        (home / "findings.aside").rename(home / FINDINGS_DB)
+        (home / "lexical.aside").rename(home / "lexical")
+        assert with_findings == without, name
+
+
+def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, node_config, monkeypatch) -> None:
+    from retrieval_node import precompute
+    from retrieval_node.deals import DealCache
+    from retrieval_node.precompute import fingerprint
+
+    base = fingerprint(node_config)
+    assert fingerprint(node_config) == base
+    # a lexicon change: one term weighs less
+    lex = node_config.risk_signals
+    dom = sorted(lex.domains)[0]
+    spec = lex.domains[dom]
+    term = spec.terms[0]
+    edited_spec = spec.model_copy(update={"terms": [term.model_copy(update={"weight": max(0.05, term.weight / 2)}), *spec.terms[1:]]})
+    edited = node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
+    assert fingerprint(edited) != base
+    with Store.open(ingested, config=edited) as st:
+        view, _ = DealCache(st).view(DEAL)
+        assert view.chunks and not view.findings  # nothing stored under the new lexicon: computed on the call instead
+    with Store.open(ingested, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+        assert view.findings  # the original lexicon still finds its rows
+
+    # a rule change in risk.py: a fake source stands in for an edited module (fault injection, not a real edit)
+    real = precompute.inspect.getsource
+    monkeypatch.setattr(precompute.inspect, "getsource", lambda obj: real(obj) + "\n# a rule changed\n")
+    assert fingerprint(node_config) != base
+    with Store.open(ingested, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+        assert view.chunks and not view.findings
+
+
+def test_seeded_signals_are_what_the_ranker_serves(node_config) -> None:
+    """A fake stored signal (fault injection: no chunk reads this way) must be what the ranker then returns, which
+    pins the memo key precompute.seed_ranker relies on."""
+    from retrieval_node.deals import DealView
+    from retrieval_node.precompute import encode_signal, seed_ranker, setting_key
+    from retrieval_node.rank import Rankers
+    from retrieval_node.risk import RiskSignal
+    from retrieval_node.values import ChunkView
+
+    rankers = Rankers(node_config)
+    profile = node_config.agents["condo"]
+    from retrieval_node.agent import intent_from_profile
+
+    intent = intent_from_profile("condo", profile, deal_id=DEAL)
+    settings = rankers.settings(intent, profile)
+    chunk = ChunkView(memory_id="", chunk_id="c1", deal_id=DEAL, document_id="d", document_role="CONDO_DOCS", section_type="CONDO_MINUTES",
+                      page_start=1, page_end=1, content="The board met and adjourned.", content_hash="h1", token_count=6, ocr_confidence=1.0,
+                      zones=(), entity_ids=(), sensitivity="confidential", document_created_at=None, ingested_at="2026-01-01T00:00:00+00:00")
+    fake = RiskSignal(score=0.77, kinds=("special_levy",))
+    view = DealView(DEAL, {"c1": chunk}, [], "mem0", 0.0, 0)
+    view.findings = {setting_key(settings.kinds, settings.domains): {"c1": (True, encode_signal(fake), json.dumps({str(settings.excerpt_chars): [0, 9]}))}}
+    seed_ranker(view, settings)
+    assert settings.ranker.risk("h1", chunk.content, settings.domains) == fake
+    assert settings.excerpt_for(chunk) == (0, 9)
+    assert settings.keep(view)(chunk) is True
+
+
+def test_bm25_index_kept_at_ingest_scores_exactly_like_one_built_on_the_call(ingested: Path, node_config) -> None:
+    import bm25s
+
+    from retrieval_node import lexical
+    from retrieval_node.deals import DealCache
+
+    with Store.open(ingested, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+    ids = sorted(view.chunks)
+    loaded = lexical.load(ingested, DEAL, ids)
+    assert loaded is not None
+    built = lexical.build([view.chunks[c].content for c in ids])
+    assert loaded[1] == built[1]
+    for query in [*profile_query_texts(node_config), "builders lien 12,000 arrears levy"]:
+        q = [t for t in bm25s.tokenize(query, stopwords="en", return_ids=False, show_progress=False)[0] if t in built[1]]
+        if q:
+            assert np.array_equal(loaded[0].get_scores(q), built[0].get_scores(q)), query
+    assert lexical.load(ingested, DEAL, ids[:-1]) is None  # another set of chunks: not served
+    assert lexical.load(ingested, "2026-OTHER-0001", ids) is None
+
+
+def test_the_deal_view_reads_the_kept_bm25_index(ingested: Path, tmp_path: Path, node_config) -> None:
+    """An index kept for the right chunk ids but built from other texts (fault injection) is what the view serves,
+    so the view does read the stored index instead of building one."""
+    from retrieval_node import lexical
+    from retrieval_node.deals import DealCache
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    with Store.open(home, config=node_config) as st:
+        view, _ = DealCache(st).view(DEAL)
+        ids = sorted(view.chunks)
+        lexical.save(home, DEAL, ids, ["zyzzyva"] * len(ids))
+        scores = view.bm25_scores("zyzzyva")
+        assert set(scores) == set(ids) and len(set(scores.values())) == 1
