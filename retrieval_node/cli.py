@@ -30,6 +30,7 @@ import typer
 from . import __version__
 from ._config_dir import default_config_dir
 from .errors import ConfigError, RetrievalNodeError, UsageError
+from .cli_ask import ask_command
 from .cli_eval import eval_command
 
 #: the store's directory when --store is not given: $RETRIEVAL_NODE_HOME, else ./.retrieval-node (as store.resolve_home)
@@ -434,6 +435,7 @@ def demo(
 
 # interfaces.md section 5: a labelled folder scored with the same metrics as shared/bench/deals/score.py
 app.command("eval")(eval_command)
+app.command("ask")(ask_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -40,6 +40,7 @@ from .finalize import finalize
 from .models import (
     ChunkReference,
     ContextPackage,
+    QuestionIntent,
     RetrievalIntent,
     RetrievalMetrics,
     RetrievalSummary,
@@ -49,9 +50,10 @@ from .models import (
 )
 from .pack import ContextPackager
 from .ports import AuditSink, Backends
+from .question import QuestionResult, QuestionStage
 from .rank import RankSettings, Rankers, rank
 from .retrieve import SegmentAwareRetriever
-from .values import Candidate, ChunkView, CoverageReport, Scored, Selection
+from .values import Candidate, ChunkView, CoverageReport, RetrievalResult, Scored, Selection
 
 #: Query vectors kept per pipeline (profile queries, zone queries and free-text questions).
 QUERY_CACHE = 512
@@ -77,6 +79,7 @@ class Pipeline:
         self._queries: BoundedCache[str, np.ndarray] = BoundedCache(QUERY_CACHE, ttl=float(config.retrieval.cache_ttl_seconds))
         self._patterns: tuple[int, float, list[tuple[str, str, str]]] | None = None  # (generation, loaded at, rows)
         self._patterns_lock = threading.Lock()
+        self.questions = QuestionStage(config, self.retriever, lambda text: self.query_vector(text)[0])
 
     # -- identity and settings ----------------------------------------------------------------
     def agent_name(self, intent: RetrievalIntent) -> str:
@@ -136,8 +139,9 @@ class Pipeline:
         rc = self.config.retrieval
         plan = self.plan(intent)
         settings = self.rankers.settings(intent, self.profile(intent))
+        question = self.questions.parse(intent.query_text) if isinstance(intent, QuestionIntent) else None
         with clock("embed_ms"):
-            qvec, emb_calls = self.query_vector(intent.query_text)
+            qvec, emb_calls = self.query_vector(question.body if question else intent.query_text)
         view, mem0_calls = self.deals.view(intent.deal_id, fallbacks)
         if not view.chunks:
             raise IntentError(f"deal_id {intent.deal_id!r} has no registered chunks in this store; ingest its documents first")
@@ -147,14 +151,21 @@ class Pipeline:
         redacted, above_trust = gate.listed()
         keep = settings.keep(view)
 
-        result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
-                                         keep=keep, top_k=rc.semantic_top_k)
-        clock.add(result.timings_ms)
-        with clock("ranking_ms"):
-            patterns, calls = self.patterns(fallbacks)
-            mem0_calls += calls
-            scored = rank(result.candidates, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin="search")
-            scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, settings, patterns, fallbacks)
+        if question is not None:  # a question: its own ranking (question.py) replaces retrieve + rank; the rest is shared
+            asked = self.questions.rank(question, view=view, gate=gate, query_vector=qvec)
+            clock.add(asked.timings_ms)
+            fallbacks.extend(asked.notes)
+            scored, patterns, confidence, needs_human = asked.scored, [], max((s.terms.dense for s in asked.scored), default=0.0), False
+            result = RetrievalResult([], 0.0, {}, [], 0, 0, len(scored))
+        else:
+            result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
+                                             keep=keep, top_k=rc.semantic_top_k)
+            clock.add(result.timings_ms)
+            with clock("ranking_ms"):
+                patterns, calls = self.patterns(fallbacks)
+                mem0_calls += calls
+                scored = rank(result.candidates, best_bm25=result.best_bm25, settings=settings, patterns=patterns, origin="search")
+                scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, settings, patterns, fallbacks)
 
         budget = intent.max_tokens_budget
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
@@ -169,6 +180,8 @@ class Pipeline:
             report = repair(self.coverage, sel=sel, scored=scored, found=found, zones=zones, required=list(intent.required_structural_zones or []),
                             budget=budget, overhead=overhead, risk_share=settings.risk_share, excerpt_for=settings.excerpt_for)
 
+        if question is not None:  # chosen by relevance; now screened, so the risk summary reports what the package holds
+            self.questions.annotate(sel, lambda c: settings.ranker.risk(c.content_hash, c.content, settings.domains))
         with clock("packaging_ms"):
             refs, visible_text, total, code = finalize(self.packager, sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id,
                                                        agent_id=intent.agent_id, key=self.backends.secret(),
@@ -205,6 +218,18 @@ class Pipeline:
             embedding_api_calls=emb_calls, mem0_api_calls=mem0_calls, estimated_cost_usd=0.0,
         )
         return package, summary, metrics
+
+    def rank_question(self, intent: QuestionIntent, trust: TrustContext) -> QuestionResult:
+        """The ranking a question's package is cut from, every eligible chunk best first, under the same admission,
+        contract plan and gate as :meth:`run`; nothing is packaged or audited (what an evaluation reads)."""
+        admit(trust, deal_id=intent.deal_id, agent_id=intent.agent_id, what=f"question {intent.intent_id}")
+        plan = self.plan(intent)
+        question = self.questions.parse(intent.query_text)
+        qvec, _ = self.query_vector(question.body)
+        view, _ = self.deals.view(intent.deal_id, [])
+        if not view.chunks:
+            raise IntentError(f"deal_id {intent.deal_id!r} has no registered chunks in this store; ingest its documents first")
+        return self.questions.rank(question, view=view, gate=view.gate(plan, trust, intent.as_of), query_vector=qvec)
 
     def _broaden_if_weak(self, scored: list[Scored], plan: ContractPlan, view: DealView, gate: Gate, intent: RetrievalIntent, qvec: np.ndarray,
                          keep: Callable[[ChunkView], bool], settings: RankSettings, patterns: Sequence[tuple[str, str, str]],
