@@ -157,6 +157,8 @@ class Pipeline:
             fallbacks.extend(asked.notes)
             scored, patterns, confidence, needs_human = asked.scored, [], max((s.terms.dense for s in asked.scored), default=0.0), False
             result = RetrievalResult([], 0.0, {}, [], 0, 0, len(scored))
+            if asked.routed:  # the redacted listing, like the search, covers the documents the question names
+                redacted = [c for c in redacted if c.document_id in set(asked.routed)]
         else:
             result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
                                              keep=keep, top_k=rc.semantic_top_k)

@@ -390,7 +390,11 @@ class QuestionStage:
         self._lock = threading.Lock()
 
     def parse(self, text: str) -> ParsedQuestion:
-        return parse_question(text, self.config.glossary if self.settings.glossary else None, clean=self.settings.clean)
+        """The question taken apart; with routing off, a document description stays part of what is ranked by."""
+        q = parse_question(text, self.config.glossary if self.settings.glossary else None, clean=self.settings.clean)
+        if not self.settings.routing and q.hint:
+            return ParsedQuestion(text=q.text, hint="", explicit=False, body=f"{q.hint} {q.body}", terms=q.terms, concepts=q.concepts)
+        return q
 
     def _index(self, view: DealView) -> _DealIndex:
         key = (view.deal_id, view.generation, view.loaded_at)
