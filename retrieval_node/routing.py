@@ -6,7 +6,7 @@ Agreement between CopAcc and ToP Mentors; ...". :func:`split_hint` finds such a 
 :class:`DocumentRouter` scores every document the caller may see against it:
 
 * **name match** (weight 1): each word of the description (and the initials of each run of capitalised words,
-  "Boston Consulting Group" -> "bcg") that occurs in the document's *name* — its id (a file name), its role
+  "Boston Consulting Group" -> "bcg", as a whole token of the name) that occurs in the document's *name* — its id (a file name), its role
   ("LENDER_INSTRUCTIONS" -> "lender instructions") and its year — weighted by its IDF over the names. Words of
   four letters or more match by their first six letters anywhere in the name squashed to ``[a-z0-9]``
   ("sqiller" in "ndasqillerbetatesters", "lender's" in "lenderinstructions"); shorter words must be a whole
@@ -75,9 +75,14 @@ def _name_tokens(s: str) -> set[str]:
 
 
 def hint_words(hint: str, *, drop_generic: bool = False) -> set[str]:
-    """The description's words (``drop_generic``: without :data:`GENERIC` ones) and the initials of its runs of
-    capitalised words."""
-    words = {w for w in _WORD.findall(hint.lower()) if not (drop_generic and w in GENERIC)}
+    """The description's words (``drop_generic``: without :data:`GENERIC` ones)."""
+    return {w for w in _WORD.findall(hint.lower()) if not (drop_generic and w in GENERIC)}
+
+
+def initials(hint: str) -> set[str]:
+    """The initials of each run of capitalised words ("Hochschule Furtwangen University" -> "hfu"): matched as a
+    whole token of a name only (as an acronym is written), never inside a longer word."""
+    out: set[str] = set()
     run: list[str] = []
     for tok in [*re.split(r"[\s\-]+", hint), ""]:
         tok = tok.strip("\"'“”‘’(),.;:?")
@@ -85,9 +90,9 @@ def hint_words(hint: str, *, drop_generic: bool = False) -> set[str]:
             run.append(tok[0].lower())
             continue
         if len(run) >= 2:
-            words.add("".join(run))
+            out.add("".join(run))
         run = []
-    return words
+    return out
 
 
 def proper_nouns(question: str) -> str:
@@ -140,8 +145,9 @@ class DocumentRouter:
         n = len(self.docs)
         name = np.zeros(n)
         total = 0.0
-        for w in hint_words(hint, drop_generic=drop_generic):
-            if len(w) <= 3:
+        words = hint_words(hint, drop_generic=drop_generic)
+        for w in sorted(words | (initials(hint) - words)):
+            if len(w) <= 3 or w not in words:  # short words and acronyms: a whole token of the name
                 hit = np.array([w in t for t in self._tokens])
             else:
                 hit = np.array([w[:6] in s for s in self._squashed])
@@ -198,4 +204,4 @@ class DocumentRouter:
         return [(self.docs[i].document_id, float(s[i])) for i in order]
 
 
-__all__ = ["GENERIC", "DocumentDescription", "DocumentRouter", "hint_words", "proper_nouns", "split_hint"]
+__all__ = ["GENERIC", "DocumentDescription", "DocumentRouter", "hint_words", "initials", "proper_nouns", "split_hint"]

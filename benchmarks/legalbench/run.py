@@ -50,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+import numpy as np
 from _chunking import chunk_spans
 from _chunking import self_check as chunking_self_check
 from _common import (
@@ -479,6 +480,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         per_query: list[dict[str, Any]] = [{"index": q.index, "gold_files": list(q.gold_files), "question": q.question} for q in queries]
         routed_ok = 0
         retrieve_ms: dict[str, list[float]] = {m: [] for m in modes}
+        embed_ms: dict[str, list[float]] = {m: [] for m in modes}
         t = time.perf_counter()
         for n, q in enumerate(queries):
             qrels[f"q{q.index}"] = {cid: 1 for f in q.gold_files if f in docs for cid, rr in zip(docs[f].chunk_ids, docs[f].ranges, strict=True)
@@ -487,7 +489,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             stage.settings = mode_settings[m]
             for n, q in enumerate(queries):
                 t0 = time.perf_counter()
-                result = agent.rank_question(deal_id, q.text)
+                agent.pipeline.query_vector(stage.parse(q.text).body)  # the embedding, timed apart (MiniLM, one text)
+                embed_ms[m].append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                result = agent.rank_question(deal_id, q.text)  # warm: parse, route, search, score (query vector cached)
                 retrieve_ms[m].append((time.perf_counter() - t0) * 1000)
                 ranked = to_spans([s.chunk.chunk_id for s in result.scored], where)
                 sc = score(ranked, q.gold)
@@ -523,7 +528,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                           "r@8_pct": round(100 * statistics.mean(r["r"][8] for r in v), 1),
                                           "r@64_pct": round(100 * statistics.mean(r["r"][64] for r in v), 1)}
                                       for k, v in sorted(by_q.items(), key=lambda kv: -len(kv[1]))}
-            res["retrieval_ms_p50"] = round(statistics.median(retrieve_ms[m]), 2) if retrieve_ms[m] else None
+            res["retrieval_ms_p50"] = round(statistics.median(retrieve_ms[m]), 2) if retrieve_ms[m] else None  # query vector cached
+            res["retrieval_ms_p95"] = round(float(np.percentile(retrieve_ms[m], 95)), 2) if retrieve_ms[m] else None
+            res["embed_ms_p50"] = round(statistics.median(embed_ms[m]), 2) if embed_ms[m] else None
             results[m] = res
         with_hint = sum(1 for q in queries if parse_question(q.text).hint)
         routing = {"queries_with_hint": with_hint, "top1_correct": routed_ok,
