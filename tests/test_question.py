@@ -120,6 +120,10 @@ def test_router_without_an_explicit_description_needs_a_name_that_stands_out():
     assert router.route("does the condo bylaw restrict rentals?", explicit=False) == ["a/condo_bylaws.pdf"]
     assert router.route("is there a right of first refusal?", explicit=False) == []
     assert router.route("what does the document say?", explicit=False) == []
+    # an acronym is a whole token of a name, never a run of letters inside one
+    acr = DocumentRouter([DocumentDescription("a/BCGD_nda.txt", "OTHER", "", "Agreement"),
+                          DocumentDescription("a/abcgdx_supply.txt", "OTHER", "", "Agreement")])
+    assert acr.route("Boston Consulting Group Digital", explicit=True) == ["a/BCGD_nda.txt"]
     assert split_hint("Under the purchase contract: who pays the deposit?") == ("the purchase contract", "who pays the deposit?")
 
 
