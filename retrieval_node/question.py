@@ -66,6 +66,8 @@ SMOOTH = 0.4
 DEFINE_BOOST = 1.0
 #: Dense windows fetched for an unrouted question (the rest of the deal's chunks count as least similar).
 UNROUTED_WINDOWS = 400
+#: Chunks a ranking returns at most (best first): more than any budget packs (200k tokens are ~1,500 chunks of ~130).
+MAX_RANKED = 2000
 #: Characters of a document's opening the router reads (title, parties).
 HEAD_CHARS = 2000
 #: Deal indexes kept per stage (deal + ingest generation).
@@ -332,6 +334,8 @@ class _DealIndex:
         self.flat: list[tuple[str, int]] = [(d, i) for d, doc in self.docs.items() for i in range(len(doc.chunks))]
         self._corpus: LexicalIndex | None = None
         self.routers: BoundedCache[Any, tuple[DocumentRouter, list[str]]] = BoundedCache(32)
+        self.visible: BoundedCache[Any, dict[str, list[int]]] = BoundedCache(32)
+        self.positions = {key: k for k, key in enumerate(self.flat)}
         self.lock = threading.Lock()
 
     def corpus_lexical(self) -> LexicalIndex:
@@ -370,6 +374,7 @@ class QuestionSettings:
     glossary: bool = True
     clean: bool = True
     unrouted_windows: int = UNROUTED_WINDOWS
+    max_ranked: int = MAX_RANKED
 
 
 class QuestionStage:
@@ -419,18 +424,23 @@ class QuestionStage:
         return index.routers.get_or_build((gate.key, gate.as_of), build)
 
     def rank(self, q: ParsedQuestion, *, view: DealView, gate: Gate, query_vector: np.ndarray) -> QuestionResult:
-        """Every chunk of the routed documents (or of the deal) that the gate lets through, best first."""
+        """The chunks of the routed documents (or of the deal) that the gate lets through, best first (at most ``max_ranked``)."""
         import time
 
         st = self.settings
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         index = self._index(view)
-        visible: dict[str, list[int]] = {}
-        for doc_id, doc in index.docs.items():
-            pos = [i for i, c in enumerate(doc.chunks) if gate.eligible(c) and gate.in_time(c)]
-            if pos:
-                visible[doc_id] = pos
+
+        def eligible() -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {}
+            for doc_id, doc in index.docs.items():
+                pos = [i for i, c in enumerate(doc.chunks) if gate.eligible(c) and gate.in_time(c)]
+                if pos:
+                    out[doc_id] = pos
+            return out
+
+        visible = index.visible.get_or_build((gate.key, gate.as_of), eligible)  # per gate: what this caller may see
         timings["structural_ms"] = (time.perf_counter() - t0) * 1000
         if not visible:
             return QuestionResult([], [], [], timings)
@@ -487,8 +497,7 @@ class QuestionStage:
             for (d, pos), a, b in zip(segments, offsets[:-1], offsets[1:], strict=True):
                 lexical[a:b] = self._lexical(index.docs[d].lexical(), q.body, terms_text, pos)
         else:
-            flat_pos = {key: k for k, key in enumerate(index.flat)}
-            rows = [flat_pos[(d, i)] for d, pos in segments for i in pos]
+            rows = [index.positions[(d, i)] for d, pos in segments for i in pos]
             lexical = self._lexical(index.corpus_lexical(), q.body, terms_text, rows)
         heads = np.concatenate([index.docs[d].heading_hits(headings)[pos] for d, pos in segments]) if headings and g.heading_boost else None
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
@@ -511,7 +520,7 @@ class QuestionStage:
         if st.toc_last:
             final = np.where(toc, -1.0 + 0.001 * final, final)
         combined = _unit(final)
-        order = np.lexsort((np.arange(len(ids)), -final))
+        order = np.lexsort((np.arange(len(ids)), -final))[: st.max_ranked]
         flat = [(d, i) for d, pos in segments for i in pos]
         scored = []
         for k in order:
