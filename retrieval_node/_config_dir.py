@@ -11,7 +11,7 @@ from .errors import ConfigError
 
 CONFIG_DIR_ENV = "RETRIEVAL_NODE_CONFIG_DIR"
 #: the files a configuration directory may hold (see ``config.py``)
-CONFIG_FILES = ("agents.yaml", "contracts.yaml", "retrieval.yaml", "risk_signals.yaml", "weights.yaml", "zones.yaml")
+CONFIG_FILES = ("agents.yaml", "contracts.yaml", "glossary.yaml", "retrieval.yaml", "risk_signals.yaml", "weights.yaml", "zones.yaml")
 
 
 def checkout_config_dir() -> Path | None:

@@ -21,6 +21,7 @@ from .errors import AccessDenied, ChunkNotFound, IntegrityError, IntentError, Tr
 from .models import (
     ChunkReference,
     ContextPackage,
+    QuestionIntent,
     RetrievalIntent,
     RetrievalMetrics,
     RetrievalSummary,
@@ -31,6 +32,7 @@ from .models import (
     to_reference,
 )
 from .pipeline import Pipeline, admit
+from .question import QuestionResult, question_intent
 from .store import Store
 
 
@@ -122,6 +124,35 @@ class RetrievalAgent:
         caller = self._trust(trust)
         with self._semaphore:
             return self._run(intent, caller)
+
+    # -- questions -----------------------------------------------------------------------
+    def question_intent(self, deal_id: str, question: str, *, budget: int | None = None, stage: Stage | str = Stage.DILIGENCE,
+                        trust: TrustContext | None = None) -> QuestionIntent:
+        """The intent of a free-text question (:func:`~retrieval_node.question.question_intent`): the contract of the
+        caller's agent (``trust.agent_id``), else the ``questions`` contract; every section it allows in ``stage``."""
+        return question_intent(question, deal_id=deal_id, trust=self._trust(trust), config=self.config, stage=stage, budget=budget)
+
+    async def ask(self, deal_id: str, question: str, *, budget: int | None = None, stage: Stage | str = Stage.DILIGENCE,
+                  trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary]:
+        """Async: a package ranked for ``question`` (see :meth:`ask_sync`)."""
+        return await asyncio.to_thread(self.ask_sync, deal_id, question, budget=budget, stage=stage, trust=trust)
+
+    def ask_sync(self, deal_id: str, question: str, *, budget: int | None = None, stage: Stage | str = Stage.DILIGENCE,
+                 trust: TrustContext | None = None) -> tuple[ContextPackage, RetrievalSummary]:
+        """A ContextPackage ranked for a free-text question about ``deal_id`` ("In the purchase contract, what is the
+        deposit?"): routed to the documents it names, packed to ``budget`` (default
+        :data:`~retrieval_node.question.DEFAULT_QUESTION_BUDGET`), with the same contract, trust gate, audit,
+        snapshot and replay as :meth:`retrieve_sync`."""
+        return self.retrieve_sync(self.question_intent(deal_id, question, budget=budget, stage=stage, trust=trust), trust=trust)
+
+    def rank_question(self, deal_id: str, question: str, *, stage: Stage | str = Stage.DILIGENCE,
+                      trust: TrustContext | None = None) -> QuestionResult:
+        """The full ranking a question's package is cut from (every eligible chunk, best first), under the same
+        contract and trust; nothing is packaged or audited. For evaluations (benchmarks/legalbench)."""
+        caller = self._trust(trust)
+        intent = question_intent(question, deal_id=deal_id, trust=caller, config=self.config, stage=stage)
+        with self._semaphore:
+            return self.pipeline.rank_question(intent, caller)
 
     def _run(self, intent: RetrievalIntent, trust: TrustContext) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
         return self.pipeline.run(intent, trust)

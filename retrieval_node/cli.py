@@ -30,6 +30,7 @@ import typer
 from . import __version__
 from ._config_dir import default_config_dir
 from .errors import ConfigError, RetrievalNodeError, UsageError
+from .cli_ask import ask_command
 from .cli_eval import eval_command
 from .cli_explain import explain_command
 
@@ -489,6 +490,7 @@ def demo(
 # interfaces.md section 5: a labelled folder scored with the same metrics as shared/bench/deals/score.py
 app.command("eval")(eval_command)
 app.command("explain")(explain_command(sys.modules[__name__]))  # cli_explain.py: why each chunk was chosen or left out
+app.command("ask")(ask_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -9,6 +9,7 @@ Files (all optional except where noted; every key is validated, unknown keys fai
 * ``zones.yaml``      -> :class:`ZoneMapping`: zones derived from section type / document role.
 * ``risk_signals.yaml`` -> :class:`RiskLexicon`: risk terms per domain, benign cues.
 * ``contracts.yaml``  -> :class:`~retrieval_node.contracts.ContractSet`: what each agent may retrieve per stage.
+* ``glossary.yaml``   -> :class:`Glossary`: question vocabulary (concept -> drafting language) for :mod:`~retrieval_node.question`.
 
 Loading goes ``load_config(dir) -> NodeConfig.from_dir -> from_dict -> model_validate``;
 any error is a :class:`~retrieval_node.errors.ConfigError` naming the file and key.
@@ -294,6 +295,24 @@ class RiskLexicon(_Strict):
                                        "owner_assessment_detector": self.owner_assessment_detector and "special_levy" in keep})
 
 
+class GlossaryConcept(_Strict):
+    """One concept of ``configs/glossary.yaml``: the words a question uses for it and the language documents draft it in."""
+
+    match: list[str] = Field(min_length=1, description="Phrases that name the concept in a question (whole words, case and hyphens ignored).")
+    terms: str = Field(min_length=1, description="Drafting language added to the question's lexical (BM25) query.")
+    clauses: list[str] = Field(default_factory=list, description="Short pseudo-clauses; a chunk's similarity to them is mixed into its dense score.")
+    headings: list[str] = Field(default_factory=list, description="Words of the section titles such a clause usually sits under.")
+
+
+class Glossary(_Strict):
+    """``configs/glossary.yaml``: domain vocabulary for questions (concept -> drafting language), extendable by a firm."""
+
+    clause_weight: float = Field(0.7, ge=0.0, le=1.0, description="Share of the pseudo-clause similarity in the dense score of a matched question.")
+    term_weight: float = Field(0.7, ge=0.0, le=1.0, description="Share of the drafting terms' BM25 in the lexical score of a matched question.")
+    heading_boost: float = Field(0.2, ge=0.0, le=1.0, description="Added to chunks under a section title with one of the concept's heading words.")
+    concepts: dict[str, GlossaryConcept] = Field(default_factory=dict)
+
+
 class NodeConfig(_Strict):
     """Everything the node reads from ``configs/``."""
 
@@ -303,6 +322,7 @@ class NodeConfig(_Strict):
     zones: ZoneMapping = Field(default_factory=ZoneMapping)
     risk_signals: RiskLexicon | None = None
     contracts: ContractSet | None = Field(None, description="Retrieval contracts; without them nothing is retrieved.")
+    glossary: Glossary = Field(default_factory=Glossary, description="Question vocabulary (configs/glossary.yaml); empty: no expansion.")
 
     @model_validator(mode="after")
     def _complete(self) -> NodeConfig:
@@ -329,6 +349,7 @@ _FILES: dict[str, str] = {
     "zones.yaml": "zones",
     "risk_signals.yaml": "risk_signals",
     "contracts.yaml": "contracts",
+    "glossary.yaml": "glossary",
 }
 
 
@@ -432,12 +453,16 @@ def _validate_section(section: str, raw: dict[str, Any]) -> Any:
         return RiskLexicon.model_validate(raw)
     if section == "contracts":
         return ContractSet.model_validate(raw)
+    if section == "glossary":
+        return Glossary.model_validate(raw)
     raise AssertionError(section)  # pragma: no cover - _FILES and this function list the same sections
 
 
 __all__ = [
     "DEFAULT_WEIGHTS",
     "AgentProfile",
+    "Glossary",
+    "GlossaryConcept",
     "NodeConfig",
     "RetrievalConfig",
     "RiskLexicon",

@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -392,6 +392,18 @@ class RetrievalIntent(BaseModel):
         if unknown:
             raise ValueError(f"unknown zone(s) {unknown}; known zones: {list(KNOWN_ZONES)}")
         return list(dict.fromkeys(zones))
+
+
+class QuestionIntent(RetrievalIntent):
+    """A free-text question about a deal (``RetrievalAgent.ask``): a :class:`RetrievalIntent` whose ``query_text`` is
+    the question as asked, ranked by :mod:`retrieval_node.question` instead of an agent profile's risk ranking.
+
+    Built by :func:`retrieval_node.question.question_intent`: the contract is the caller's agent's (or the
+    ``questions`` contract for a caller bound to no agent), the target sections are every section that contract
+    allows in the stage; the contract, trust gate, budget, audit and replay are those of every other intent.
+    """
+
+    kind: Literal["question"] = "question"
 
 
 class TrustContext(BaseModel):
@@ -825,6 +837,7 @@ __all__ = [
     "DocumentRole",
     "PatternMemory",
     "RetrievalAuditEntry",
+    "QuestionIntent",
     "RetrievalIntent",
     "RetrievalMetrics",
     "RetrievalSummary",

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from .finalize import finalize
 from .models import (
     ChunkReference,
     ContextPackage,
+    QuestionIntent,
     RetrievalIntent,
     RetrievalMetrics,
     RetrievalSummary,
@@ -52,7 +54,8 @@ from .passages import companions
 from .precompute import seed_ranker
 from .superseded import demote
 from .ports import AuditSink, Backends
-from .rank import Rankers, rank
+from .question import ParsedQuestion, QuestionResult, QuestionStage
+from .rank import RankSettings, Rankers, rank
 from .retrieve import SegmentAwareRetriever
 from .values import Candidate, ChunkView, CoverageReport, Scored, Selection
 
@@ -80,6 +83,7 @@ class Pipeline:
         self._queries: BoundedCache[str, np.ndarray] = BoundedCache(QUERY_CACHE, ttl=float(config.retrieval.cache_ttl_seconds))
         self._patterns: tuple[int, float, list[tuple[str, str, str]]] | None = None  # (generation, loaded at, rows)
         self._patterns_lock = threading.Lock()
+        self.questions = QuestionStage(config, self.retriever, lambda text: self.query_vector(text)[0])
 
     # -- identity and settings ----------------------------------------------------------------
     def agent_name(self, intent: RetrievalIntent) -> str:
@@ -140,11 +144,11 @@ class Pipeline:
         clock = _Clock()
         admit(trust, deal_id=intent.deal_id, agent_id=intent.agent_id, what=f"intent {intent.intent_id}")
         fallbacks: list[str] = []
-        rc = self.config.retrieval
         plan = self.plan(intent)
         settings = self.rankers.settings(intent, self.profile(intent))
+        question = self.questions.parse(intent.query_text) if isinstance(intent, QuestionIntent) else None
         with clock("embed_ms"):
-            qvec, emb_calls = self.query_vector(intent.query_text)
+            qvec, emb_calls = self.query_vector(question.body if question else intent.query_text)
         view, mem0_calls = self.deals.view(intent.deal_id, fallbacks)
         if not view.chunks:
             raise IntentError(f"deal_id {intent.deal_id!r} has no registered chunks in this store; ingest its documents first")
@@ -152,26 +156,12 @@ class Pipeline:
             fallbacks.append(f"integrity: {len(view.rejected)} registry record(s) failed their hash check and were skipped")
         gate = view.gate(plan, trust, intent.as_of)
         redacted, above_trust = gate.listed()
-        keep = settings.keep(view)
         seed_ranker(view, settings)  # the risk signals ingest stored for the deal (precompute.py)
-
-        result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
-                                         keep=keep, top_k=rc.semantic_top_k)
-        clock.add(result.timings_ms)
-        with clock("ranking_ms"):
-            patterns, calls = self.patterns(fallbacks)
-            mem0_calls += calls
-            copies, beta = view.superseded(), settings.weights.beta
-
-            def score(cands: list[Candidate], origin: str, best_bm25: float = result.best_bm25) -> list[Scored]:
-                """rank, then a superseded copy of a register loses its finding to the newer search (superseded.py)."""
-                return demote(rank(cands, best_bm25=best_bm25, settings=settings, patterns=patterns, origin=origin), copies, beta)
-
-            scored = score(result.candidates, "search")
-            scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, score, fallbacks)
-            passages, fresh = companions(scored, links=view.passage_links(), chunks=view.chunks, eligible=lambda c: gate.eligible(c) and gate.in_time(c),
-                                         score=lambda cands: score(cands, "passage"))
-            scored = scored + fresh
+        ranked = self._rank(intent, question, plan=plan, settings=settings, view=view, gate=gate, qvec=qvec, clock=clock, fallbacks=fallbacks)
+        scored, score, passages, confidence, needs_human = ranked.scored, ranked.score, ranked.passages, ranked.confidence, ranked.needs_human
+        mem0_calls += ranked.mem0_calls
+        if ranked.routed is not None:  # the redacted listing, like the search, covers the documents the question names
+            redacted = [c for c in redacted if c.document_id in ranked.routed]
 
         budget = intent.max_tokens_budget
         overhead = self.packager.overhead(intent.deal_id, intent.intent_id, intent.agent_id)
@@ -186,6 +176,8 @@ class Pipeline:
             report = repair(self.coverage, sel=sel, scored=scored, found=found, zones=zones, required=list(intent.required_structural_zones or []),
                             budget=budget, overhead=overhead, risk_share=settings.risk_share, excerpt_for=settings.excerpt_for)
 
+        if question is not None:  # chosen by relevance; now screened, so the risk summary reports what the package holds
+            self.questions.annotate(sel, lambda c: settings.ranker.risk(c.content_hash, c.content, settings.domains))
         with clock("packaging_ms"):
             refs, visible_text, total, code = finalize(self.packager, sel, budget=budget, deal_id=intent.deal_id, intent_id=intent.intent_id,
                                                        agent_id=intent.agent_id, key=self.backends.secret(),
@@ -223,6 +215,53 @@ class Pipeline:
             embedding_api_calls=emb_calls, mem0_api_calls=mem0_calls, estimated_cost_usd=0.0,
         )
         return package, summary, metrics
+
+    def _rank(self, intent: RetrievalIntent, question: ParsedQuestion | None, *, plan: ContractPlan, settings: RankSettings, view: DealView, gate: Gate,
+              qvec: np.ndarray, clock: _Clock, fallbacks: list[str]) -> _Ranked:
+        """The scored candidates of one call: a question's own ranking (question.py), else search, rank (superseded
+        copies demoted), one broadened search when weak, and the passages material chunks continue into."""
+
+        # a question ranks without patterns or superseded registers; a profile intent sets both below
+        patterns: Sequence[tuple[str, str, str]] = []
+        copies: Mapping[str, str] = {}
+        best_bm25, beta = 0.0, settings.weights.beta
+
+        def score(cands: list[Candidate], origin: str, best: float | None = None) -> list[Scored]:
+            """rank, then a superseded copy of a register loses its finding to the newer search (superseded.py)."""
+            ranked = rank(cands, best_bm25=best_bm25 if best is None else best, settings=settings, patterns=patterns, origin=origin)
+            return demote(ranked, copies, beta) if copies else ranked
+
+        if question is not None:  # a question: its own ranking (question.py) replaces retrieve + rank; the rest is shared
+            asked = self.questions.rank(question, view=view, gate=gate, query_vector=qvec)
+            clock.add(asked.timings_ms)
+            fallbacks.extend(asked.notes)
+            return _Ranked(asked.scored, score, {}, max((s.terms.dense for s in asked.scored), default=0.0), False, 0,
+                           set(asked.routed) if asked.routed else None)
+        rc, keep = self.config.retrieval, settings.keep(view)
+        result = self.retriever.retrieve(plan.search_queries(), view=view, gate=gate, query=intent.query_text, query_vector=qvec,
+                                         keep=keep, top_k=rc.semantic_top_k)
+        clock.add(result.timings_ms)
+        with clock("ranking_ms"):
+            patterns, calls = self.patterns(fallbacks)
+            copies, best_bm25 = view.superseded(), result.best_bm25
+            scored = score(result.candidates, "search")
+            scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, score, fallbacks)
+            passages, fresh = companions(scored, links=view.passage_links(), chunks=view.chunks,
+                                         eligible=lambda c: gate.eligible(c) and gate.in_time(c),
+                                         score=lambda cands: score(cands, "passage"))
+        return _Ranked(scored + fresh, score, passages, confidence, needs_human, calls, None)
+
+    def rank_question(self, intent: QuestionIntent, trust: TrustContext) -> QuestionResult:
+        """The ranking a question's package is cut from, every eligible chunk best first, under the same admission,
+        contract plan and gate as :meth:`run`; nothing is packaged or audited (what an evaluation reads)."""
+        admit(trust, deal_id=intent.deal_id, agent_id=intent.agent_id, what=f"question {intent.intent_id}")
+        plan = self.plan(intent)
+        question = self.questions.parse(intent.query_text)
+        qvec, _ = self.query_vector(question.body)
+        view, _ = self.deals.view(intent.deal_id, [])
+        if not view.chunks:
+            raise IntentError(f"deal_id {intent.deal_id!r} has no registered chunks in this store; ingest its documents first")
+        return self.questions.rank(question, view=view, gate=view.gate(plan, trust, intent.as_of), query_vector=qvec)
 
     def _broaden_if_weak(self, scored: list[Scored], plan: ContractPlan, view: DealView, gate: Gate, intent: RetrievalIntent, qvec: np.ndarray,
                          keep: Callable[[ChunkView], bool], score: Callable[..., list[Scored]],
@@ -275,6 +314,19 @@ def _degradations(fallbacks: list[str], needs_human: bool, *, refs: Sequence[Chu
         needs_human = True
         fallbacks.append(f"no_chunks: no {what}")
     return needs_human
+
+
+@dataclass(slots=True)
+class _Ranked:
+    """What the ranking step hands the packager (:meth:`Pipeline._rank`)."""
+
+    scored: list[Scored]
+    score: Callable[..., list[Scored]]  # how further candidates (zone repair) are scored on this call
+    passages: dict[str, list[Scored]]  # material chunk id -> the chunks its passage continues into
+    confidence: float
+    needs_human: bool
+    mem0_calls: int
+    routed: set[str] | None  # a question's routed documents, else None
 
 
 class _Clock:

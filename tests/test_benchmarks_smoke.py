@@ -45,3 +45,8 @@ def test_retrieval_latency_smoke(tmp_path):
 def test_legalbench_smoke(tmp_path):
     data = _run(["benchmarks/legalbench/run.py", "--queries", str(QUERIES), "--smoke"], tmp_path / "lb.json")
     assert data["results"]
+    for mode in ("corpus", "corpus_no_glossary", "corpus_unrouted"):  # the product asked in each setting, per subset and ALL
+        res = data["results"][mode]
+        assert res["ALL"]["queries"] == data["data"]["queries_evaluated"] and "contractnli" in res["by_subset"]
+        assert set(res["ALL"]["recall_at_k_pct"]) == {"1", "2", "4", "8", "16", "32", "64"}
+    assert data["routing"]["documents_in_deal"] > data["data"]["documents_referenced"]  # routed among more than the gold files

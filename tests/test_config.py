@@ -14,15 +14,16 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 def test_every_shipped_config_file_loads():
     files = sorted(p.name for p in CONFIGS.glob("*.yaml"))
-    assert files == ["agents.yaml", "contracts.yaml", "retrieval.yaml", "risk_signals.yaml", "weights.yaml", "zones.yaml"]
+    assert files == ["agents.yaml", "contracts.yaml", "glossary.yaml", "retrieval.yaml", "risk_signals.yaml", "weights.yaml", "zones.yaml"]
     cfg = load_config(CONFIGS, environ={})
+    assert cfg.glossary.concepts and "questions" in cfg.contracts.contracts
     assert set(cfg.agents) == {"investigator", "tax", "condo", "scribe"}
     assert cfg.weights[RiskProfile.HIGH_RISK].beta == 0.5
     assert cfg.agents["investigator"].intent_id == "title_risk_scan_v1"
     assert cfg.agents["tax"].intent_id == "tax_arrears_check_v1"
     assert cfg.agents["condo"].intent_id == "condo_reserve_fund_health_v1"
     assert cfg.risk_signals is not None and {"title", "condo", "tax"} <= set(cfg.risk_signals.domains)
-    assert cfg.contracts is not None and set(cfg.contracts.contracts) == set(cfg.agents)
+    assert cfg.contracts is not None and set(cfg.contracts.contracts) == set(cfg.agents) | {"questions"}
 
 
 @pytest.fixture()

@@ -1,0 +1,589 @@
+"""Question intents (issue 19): rank a deal's chunks for a free-text question.
+
+``RetrievalAgent.ask(deal_id, question)`` builds a :class:`~retrieval_node.models.QuestionIntent`
+(:func:`question_intent`) and runs it through the same :class:`~retrieval_node.pipeline.Pipeline` as every other
+intent: admission, contract plan, trust gate, budgeted selection, finalize, explain, audit, snapshot and replay. Only
+the *retrieve + rank* step differs; it is this stage's entry point, :meth:`QuestionStage.rank`:
+
+1. **Parse** (:func:`parse_question`): the document description the question gives ("Consider X; ...", "In the X,
+   ...", or words naming a document's title, kind or year in passing), the question itself with a generic lead-in
+   ("What is the", "Information about the") dropped, the terms it quotes, and the glossary concepts it names
+   (``configs/glossary.yaml``).
+2. **Route** (:mod:`retrieval_node.routing`): among the documents this call may see, the ones the description
+   names; none named: the whole deal.
+3. **Score** the routed documents' chunks (every chunk the gate lets through): dense = best MiniLM window cosine
+   through the chunk index; lexical = BM25 (bm25s, English stop words, a light plural/-ing/-ed stemmer) over each
+   document's own chunks, so IDF is the document's ("confidential" is everywhere in an NDA and says nothing there),
+   each chunk prefixed with the title of the section it sits in; a glossary concept mixes its pseudo-clauses into
+   the dense score and its drafting terms into the lexical score; min-max normalised fusion (lexical weight 0.5);
+   chunks defining a quoted term (“Knowledge” means ...) gain ``DEFINE_BOOST``; chunks under a section title of a
+   matched concept gain the glossary's ``heading_boost``; neighbour smoothing ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in
+   reading order (answers run over consecutive chunks); table-of-contents chunks last. Unrouted, the same over the
+   whole deal (dense top windows of the deal, deal-wide BM25).
+4. The ranked :class:`~retrieval_node.values.Scored` list goes to the packager like any other: a question's chunks
+   carry no risk kinds while they are selected (the package is filled by relevance, not risk first);
+   :meth:`QuestionStage.annotate` then screens what was packed, so the package's risk summary still reports any
+   material risk it holds.
+
+Reading order is (document, pages, chunk id): a Stage 0 that cuts a page into several chunks should give each its
+own page range for the smoothing to see true neighbours (the LegalBench runner numbers its chunks as pages).
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .cache import BoundedCache
+from .config import Glossary, NodeConfig
+from .contracts import ContractSet
+from .deals import DealView, Gate
+from .errors import ContractViolation
+from .models import QuestionIntent, RiskProfile, SectionType, Stage, TrustContext
+from .ports import SearchScope
+from .retrieve import SegmentAwareRetriever
+from .routing import DocumentDescription, DocumentRouter, split_hint
+from .values import ChunkView, Scored, ScoreTerms, Selection
+
+#: ``intent_id`` of every question (the question itself is the intent's ``query_text``).
+QUESTION_INTENT_ID = "question_v1"
+#: The contract (and ``agent_id``) of a question from a caller bound to no agent (configs/contracts.yaml).
+QUESTIONS_AGENT = "questions"
+#: Package budget of a question when the caller gives none (cl100k tokens).
+DEFAULT_QUESTION_BUDGET = 2000
+#: Share of BM25 in the fused score (the rest is the dense similarity); both min-max normalised per document.
+LEXICAL_WEIGHT = 0.5
+#: Neighbour smoothing λ.
+SMOOTH = 0.4
+#: Added to the fused score of a chunk that defines a term the question quotes.
+DEFINE_BOOST = 1.0
+#: Dense windows fetched for an unrouted question (the rest of the deal's chunks count as least similar).
+UNROUTED_WINDOWS = 400
+#: Chunks a ranking returns at most (best first): more than any budget packs (200k tokens are ~1,500 chunks of ~130).
+MAX_RANKED = 2000
+#: Characters of a document's opening the router reads (title, parties).
+HEAD_CHARS = 2000
+#: Deal indexes kept per stage (deal + ingest generation).
+DEAL_INDEXES = 16
+
+# --------------------------------------------------------------------------- text
+
+
+_SUFFIXES = (("sses", "ss"), ("ies", "y"), ("ing", ""), ("ed", ""), ("s", ""))
+
+
+def light_stem(words: list[str]) -> list[str]:
+    """Plural and -ing/-ed stripping (no dependency): 'obligations' -> 'obligation', 'disclosed' -> 'disclos'."""
+    out = []
+    for w in words:
+        for suf, rep in _SUFFIXES:
+            if w.endswith(suf) and len(w) - len(suf) >= 3 and not (suf == "s" and w.endswith(("ss", "us", "is"))):
+                w = w[: len(w) - len(suf)] + rep
+                break
+        out.append(w)
+    return out
+
+
+def _tokenize(texts: list[str] | str, *, return_ids: bool = True) -> Any:
+    import bm25s
+
+    return bm25s.tokenize(texts, stopwords="en", stemmer=light_stem, return_ids=return_ids, show_progress=False)
+
+
+class LexicalIndex:
+    """Stemmed BM25 (Lucene variant, k1 1.2, b 0.75) over a fixed list of texts."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        import bm25s
+
+        self.n = len(texts)
+        self._tok = _tokenize(list(texts)) if texts else None
+        self._model = bm25s.BM25(k1=1.2, b=0.75)
+        if self._tok is not None:
+            self._model.index(self._tok, show_progress=False)
+
+    def scores(self, query: str) -> np.ndarray:
+        if not self.n or self._tok is None:
+            return np.zeros(self.n)
+        q = [t for t in _tokenize(query, return_ids=False)[0] if t in self._tok.vocab]
+        if not q:
+            return np.zeros(self.n)
+        return np.asarray(self._model.get_scores(q), dtype=np.float64)
+
+
+def minmax(x: np.ndarray) -> np.ndarray:
+    if x.size == 0:
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+
+
+_HEADING = re.compile(r"(?:Section|SECTION|ARTICLE|Article)\s+[\dIVX]+(?:\.\d+)*\.?\s+([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})")
+_ARTICLE = re.compile(r"(?:(?:ARTICLE|Article)\s+[\dIVX]+\.?\s+|(?:^|\n)[ \t]*\d{1,2}\.[ \t]+)([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})")
+_SECTION = re.compile(r"(?:(?:Section|SECTION)\s+|(?:^|\n|[ \t]{3,})[ \t]*)(\d{1,2}\.\d{1,2}[a-z]?)\.?[ \t]+([A-Z“\"][^\n.]{2,100}?)(?:\.\s|\n|[ \t]{3,})")
+_SMALL_WORDS = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "of", "on", "or", "the", "to", "with", "upon", "under", "pending", "prior"}
+
+
+def section_headings(text: str, starts: Sequence[int]) -> list[str]:
+    """For each chunk start, the title of the last "Section/Article <number> <Title>" heading at or before it."""
+    found = [(m.start(), m.group(1)) for m in _HEADING.finditer(text)]
+    pos = [p for p, _t in found]
+    out = []
+    for s in starts:
+        i = bisect.bisect_right(pos, s) - 1
+        out.append(found[i][1] if i >= 0 else "")
+    return out
+
+
+def _title_like(title: str) -> bool:
+    """Headings are title case ("Conduct of Business Pending the Merger"); running text is not."""
+    if re.search(r"\d|\bmeans?\b|\bshall\b|\bmeaning\b", title):
+        return False
+    words = [w for w in re.findall(r"[A-Za-z][A-Za-z’'\-]*", title) if w.lower() not in _SMALL_WORDS]
+    return bool(words) and len(words) <= 12 and sum(w[0].isupper() for w in words) >= 0.75 * len(words)
+
+
+def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
+    """For each chunk start, "<article title> / <section title>" of the title-case headings at or before it."""
+    arts = [(m.start(), m.group(1).strip()) for m in _ARTICLE.finditer(text) if _title_like(m.group(1))]
+    secs = [(m.start(2) if m.group(2) else m.start(), m.group(2).strip()) for m in _SECTION.finditer(text) if _title_like(m.group(2))]
+    apos = [p for p, _t in arts]
+    spos = [p for p, _t in secs]
+    out = []
+    for s in starts:
+        i = bisect.bisect_right(apos, s) - 1
+        j = bisect.bisect_right(spos, s) - 1
+        art = arts[i] if i >= 0 else (-1, "")
+        sec = secs[j] if j >= 0 and secs[j][0] >= art[0] else (-1, "")
+        out.append(f"{art[1]} / {sec[1]}" if art[1] or sec[1] else "")
+    return out
+
+
+_TOC_REF = re.compile(r"(?:Section|SECTION|ARTICLE|Article)\s+[\dIVX]+(?:\.\d+)*")
+_PAGE_NO = re.compile(r"\s\d{1,3}\s")
+
+
+def toc_like(content: str) -> bool:
+    """Four or more section references and three or more bare page numbers: a table of contents."""
+    return len(_TOC_REF.findall(content)) >= 4 and len(_PAGE_NO.findall(content)) >= 3
+
+
+_LEAD_IN = re.compile(
+    r"^\s*(?:i want information about|information about|what (?:is|are)|where is|what happens during|is there|what about)\s+(?:the|a|an)?\s*",
+    re.IGNORECASE,
+)
+
+
+def clean_question(question: str) -> str:
+    """The question without a generic lead-in; unchanged when nothing would remain."""
+    out = _LEAD_IN.sub("", question).strip()
+    return out or question
+
+
+_QUOTED = re.compile(r"[\"“”]([^\"“”]{2,80})[\"“”]")
+_DEFINES = re.compile(
+    r"[“\"]([^\"“”]{2,100})[”\"][^.;:“\"]{0,80}?\b(?:means|mean|shall mean|has the meaning|shall have the meaning|have the meanings?|is defined|refers to)\b",
+    re.IGNORECASE,
+)
+
+
+def quoted_terms(question: str) -> tuple[str, ...]:
+    """Terms the question puts in quotes: 'What is the Definition of "Knowledge"' -> ('knowledge',)."""
+    return tuple(" ".join(t.lower().split()) for t in _QUOTED.findall(question))
+
+
+def _same_term(defined: str, asked: str) -> bool:
+    defined = " ".join(defined.lower().split())
+    if defined == asked or defined.endswith(" " + asked):  # "company material adverse effect" defines "material adverse effect"
+        return True
+    return difflib.SequenceMatcher(None, defined, asked).ratio() >= 0.85  # a misspelt question ("interveining")
+
+
+def defines_term(content: str, terms: Sequence[str]) -> bool:
+    """True when the chunk defines one of ``terms`` ("“Knowledge” means ...")."""
+    return bool(terms) and any(_same_term(m.group(1), t) for m in _DEFINES.finditer(content) for t in terms)
+
+
+def _norm_phrase(text: str) -> str:
+    return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower().replace("’", "'").replace("'s", ""))) + " "
+
+
+def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
+    """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored);
+    where two matched phrases overlap, the longer wins."""
+    text = _norm_phrase(question)
+    hits: list[tuple[int, int, str]] = []  # (start, end, concept)
+    for name, concept in glossary.concepts.items():
+        for phrase in concept.match:
+            p = _norm_phrase(phrase)
+            if p.strip():
+                for m in re.finditer(re.escape(p), text):
+                    hits.append((m.start(), m.end(), name))
+    hits.sort(key=lambda h: (-(h[1] - h[0]), h[0]))
+    kept: list[tuple[int, int, str]] = []
+    for h in hits:
+        if all(h[1] <= k[0] + 1 or h[0] >= k[1] - 1 for k in kept):
+            kept.append(h)
+    return tuple(dict.fromkeys(name for _s, _e, name in sorted(kept)))
+
+
+# --------------------------------------------------------------------------- intents
+
+
+def question_intent(question: str, *, deal_id: str, trust: TrustContext, config: NodeConfig, stage: Stage | str = Stage.DILIGENCE,
+                    budget: int | None = None) -> QuestionIntent:
+    """The intent of a question: under the contract of the caller's agent (``trust.agent_id``), else the
+    ``questions`` contract; its target sections are every section that contract allows in ``stage``.
+
+    A caller bound to an agent asks as that agent: its contract's walls apply to the question exactly as to its
+    profile's intents, so a question never widens what the agent may see. Raises
+    :class:`~retrieval_node.errors.ContractViolation` when no contract applies or it allows nothing in ``stage``.
+    """
+    stage = Stage(stage)
+    agent_id = trust.agent_id or QUESTIONS_AGENT
+    name = next((n for n, p in config.agents.items() if p.agent_id == agent_id), agent_id)
+    contracts: ContractSet | None = config.contracts
+    contract = None if contracts is None else contracts.contracts.get(name)
+    if contract is None:
+        raise ContractViolation(f"no retrieval contract {name!r} in configs/contracts.yaml for questions of agent {agent_id!r}; nothing is retrieved without one")
+    rule = contract.rule_for(stage)
+    sections = [s for s in (rule.allowed_sections or list(SectionType)) if s not in set(rule.forbidden_sections)]
+    if not sections:
+        raise ContractViolation(f"the contract {name!r} allows no section in stage {stage.value}")
+    return QuestionIntent(
+        intent_id=QUESTION_INTENT_ID, deal_id=deal_id, agent_id=agent_id, query_text=question, target_section_types=sections,
+        risk_profile=RiskProfile.BALANCED, max_tokens_budget=budget if budget is not None else DEFAULT_QUESTION_BUDGET, stage=stage,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuestion:
+    """A question taken apart for ranking."""
+
+    text: str                    # as asked
+    hint: str                    # the document description ('' when none is given explicitly)
+    explicit: bool               # the description came from an explicit form ("Consider X;", "In the X,")
+    body: str                    # what the chunks are ranked by: the question, lead-in dropped
+    terms: tuple[str, ...]       # quoted terms (definitions are boosted)
+    concepts: tuple[str, ...]    # glossary concepts named
+
+
+def parse_question(text: str, glossary: Glossary | None = None, *, clean: bool = True) -> ParsedQuestion:
+    hint, rest = split_hint(text)
+    body = clean_question(rest) if clean else rest
+    return ParsedQuestion(text=text, hint=hint, explicit=bool(hint), body=body, terms=quoted_terms(rest),
+                          concepts=match_concepts(rest, glossary) if glossary is not None else ())
+
+
+# --------------------------------------------------------------------------- per-deal index
+
+
+@dataclass(slots=True)
+class _Doc:
+    """One document of a deal, its chunks in reading order, what the ranking reads of them."""
+
+    document_id: str
+    role: str
+    chunks: list[ChunkView]
+    headings: list[str]
+    paths: list[str]
+    toc: np.ndarray
+    _lexical: LexicalIndex | None = None
+    _heading_hits: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+
+    def lexical(self) -> LexicalIndex:
+        if self._lexical is None:  # built on first use (a routed question reads one document)
+            self._lexical = LexicalIndex([f"{h} {c.content}" if h else c.content for h, c in zip(self.headings, self.chunks, strict=True)])
+        return self._lexical
+
+    def heading_hits(self, words: tuple[str, ...]) -> np.ndarray:
+        hit = self._heading_hits.get(words)
+        if hit is None:
+            pat = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
+            hit = self._heading_hits[words] = np.array([bool(pat and p and pat.search(p)) for p in self.paths], dtype=np.float64)
+        return hit
+
+
+class _DealIndex:
+    """Every document of one deal view (built once per ingest generation), a deal-wide BM25 and routers per gate."""
+
+    def __init__(self, view: DealView) -> None:
+        by_doc: dict[str, list[ChunkView]] = {}
+        for c in view.chunks.values():
+            by_doc.setdefault(c.document_id, []).append(c)
+        self.docs: dict[str, _Doc] = {}
+        for doc_id in sorted(by_doc):
+            chunks = sorted(by_doc[doc_id], key=lambda c: c.reading_key)
+            starts, parts, pos = [], [], 0
+            for i, c in enumerate(chunks):
+                sep = "" if i == 0 or parts[-1][-1:].isspace() or c.content[:1].isspace() else "\n"
+                pos += len(sep)
+                starts.append(pos)
+                parts.append(sep + c.content if sep else c.content)
+                pos += len(c.content)
+            text = "".join(parts)
+            self.docs[doc_id] = _Doc(doc_id, chunks[0].document_role, chunks, section_headings(text, starts), heading_paths(text, starts),
+                                     np.array([toc_like(c.content) for c in chunks], dtype=bool))
+        self.flat: list[tuple[str, int]] = [(d, i) for d, doc in self.docs.items() for i in range(len(doc.chunks))]
+        self._corpus: LexicalIndex | None = None
+        self.routers: BoundedCache[Any, tuple[DocumentRouter, list[str]]] = BoundedCache(32)
+        self.visible: BoundedCache[Any, dict[str, list[int]]] = BoundedCache(32)
+        self.positions = {key: k for k, key in enumerate(self.flat)}
+        self.lock = threading.Lock()
+
+    def corpus_lexical(self) -> LexicalIndex:
+        with self.lock:
+            if self._corpus is None:
+                self._corpus = LexicalIndex([f"{self.docs[d].headings[i]} {self.docs[d].chunks[i].content}" for d, i in self.flat])
+            return self._corpus
+
+
+def _year(chunk: ChunkView) -> str:
+    return (chunk.document_created_at or "")[:4] if (chunk.document_created_at or "")[:4].isdigit() else ""
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+@dataclass(slots=True)
+class QuestionResult:
+    """The ranked chunks of one question, and how they were found."""
+
+    scored: list[Scored]                 # best first
+    routed: list[str]                    # document ids searched ([] = the whole deal)
+    notes: list[str]
+    timings_ms: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionSettings:
+    """The ranking's knobs (the defaults are the module constants; the LegalBench runner's ablations change them)."""
+
+    lexical_weight: float = LEXICAL_WEIGHT
+    smooth: float = SMOOTH
+    define_boost: float = DEFINE_BOOST
+    toc_last: bool = True
+    routing: bool = True
+    glossary: bool = True
+    clean: bool = True
+    unrouted_windows: int = UNROUTED_WINDOWS
+    max_ranked: int = MAX_RANKED
+
+
+class QuestionStage:
+    """Parse, route and rank one question over a deal view, through the call's gate.
+
+    >>> stage = QuestionStage(store, store.config, retriever, query_vector)             # doctest: +SKIP
+    >>> result = stage.rank(stage.parse("In the lender's instructions, when are funds released?"), view=view,
+    ...                     gate=gate, query_vector=vec)                                 # doctest: +SKIP
+    """
+
+    def __init__(self, config: NodeConfig, retriever: SegmentAwareRetriever, query_vector: Callable[[str], np.ndarray],
+                 settings: QuestionSettings | None = None) -> None:
+        self.config = config
+        self.retriever = retriever
+        self.query_vector = query_vector
+        self.settings = settings or QuestionSettings()
+        self._deals: BoundedCache[tuple[str, int, float], _DealIndex] = BoundedCache(DEAL_INDEXES)
+        self._lock = threading.Lock()
+
+    def parse(self, text: str) -> ParsedQuestion:
+        """The question taken apart; with routing off, a document description stays part of what is ranked by."""
+        q = parse_question(text, self.config.glossary if self.settings.glossary else None, clean=self.settings.clean)
+        if not self.settings.routing and q.hint:
+            return ParsedQuestion(text=q.text, hint="", explicit=False, body=f"{q.hint} {q.body}", terms=q.terms, concepts=q.concepts)
+        return q
+
+    def _index(self, view: DealView) -> _DealIndex:
+        key = (view.deal_id, view.generation, view.loaded_at)
+        with self._lock:
+            return self._deals.get_or_build(key, lambda: _DealIndex(view))
+
+    def _router(self, index: _DealIndex, gate: Gate, visible: dict[str, list[int]]) -> tuple[DocumentRouter, list[str]]:
+        """A router over the documents this gate lets the caller see (their heads from visible chunks only)."""
+        def build() -> tuple[DocumentRouter, list[str]]:
+            descs = []
+            for doc_id, pos in visible.items():
+                doc = index.docs[doc_id]
+                head, n = [], 0
+                for i in pos:
+                    if n >= HEAD_CHARS:
+                        break
+                    head.append(doc.chunks[i].content)
+                    n += len(doc.chunks[i].content)
+                descs.append(DocumentDescription(doc_id, doc.role, _year(doc.chunks[pos[0]]), "".join(head)[:HEAD_CHARS]))
+            return DocumentRouter(descs, head_chars=HEAD_CHARS), [d.document_id for d in descs]
+
+        return index.routers.get_or_build((gate.key, gate.as_of), build)
+
+    def rank(self, q: ParsedQuestion, *, view: DealView, gate: Gate, query_vector: np.ndarray) -> QuestionResult:
+        """The chunks of the routed documents (or of the deal) that the gate lets through, best first (at most ``max_ranked``)."""
+        import time
+
+        st = self.settings
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        index = self._index(view)
+
+        def eligible() -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {}
+            for doc_id, doc in index.docs.items():
+                pos = [i for i, c in enumerate(doc.chunks) if gate.eligible(c) and gate.in_time(c)]
+                if pos:
+                    out[doc_id] = pos
+            return out
+
+        visible = index.visible.get_or_build((gate.key, gate.as_of), eligible)  # per gate: what this caller may see
+        timings["structural_ms"] = (time.perf_counter() - t0) * 1000
+        if not visible:
+            return QuestionResult([], [], [], timings)
+        notes: list[str] = []
+        routed: list[str] = []
+        t1 = time.perf_counter()
+        if st.routing:
+            router, _ids = self._router(index, gate, visible)
+            routed = router.route(q.hint or q.text, explicit=q.explicit)
+            if routed:
+                notes.append(f"question_routed: to {', '.join(routed)} (named by {q.hint or q.text!r})")
+            elif q.explicit:
+                notes.append(f"question_not_routed: no document of the deal matches {q.hint!r}; searched every document")
+        timings["routing_ms"] = (time.perf_counter() - t1) * 1000
+        concepts = [self.config.glossary.concepts[c] for c in q.concepts]
+        if concepts:
+            notes.append(f"question_glossary: {', '.join(q.concepts)}")
+        t2 = time.perf_counter()
+        docs = routed or list(visible)
+        segments = [(d, visible[d]) for d in docs]
+        ids = [index.docs[d].chunks[i].chunk_id for d, pos in segments for i in pos]
+        clause_texts = [t for c in concepts for t in c.clauses] if self.config.glossary.clause_weight > 0 else []
+        vectors = [query_vector] + [self.query_vector(t) for t in clause_texts]
+        if routed:
+            limit = min(10_000, sum(_windows(index.docs[d].chunks[i], self.config) for d, pos in segments for i in pos))
+            scope = SearchScope(deal_id=view.deal_id, chunk_ids=tuple(ids))
+        else:
+            limit = st.unrouted_windows
+            scope = SearchScope(deal_id=view.deal_id)
+        hits = self.retriever.dense_hits_many(view, [(v, scope, limit) for v in vectors])
+        where = {cid: k for k, cid in enumerate(ids)}
+        dense_all = []
+        for res in hits:
+            d = np.full(len(ids), np.nan)
+            for cid, _w, score in res:
+                k = where.get(cid)
+                if k is not None and not score <= d[k]:
+                    d[k] = score
+            floor = np.nanmin(d) - 1e-3 if np.any(~np.isnan(d)) else 0.0
+            dense_all.append(np.where(np.isnan(d), floor, d))
+        timings["vector_ms"] = (time.perf_counter() - t2) * 1000
+
+        t3 = time.perf_counter()
+        cosine = dense_all[0]
+        dense = cosine
+        g = self.config.glossary
+        if len(dense_all) > 1:
+            dense = (1 - g.clause_weight) * cosine + g.clause_weight * np.max(np.vstack(dense_all[1:]), axis=0)
+        terms_text = " ".join(c.terms for c in concepts)
+        headings = tuple(sorted({h.lower() for c in concepts for h in c.headings}))
+        offsets = np.cumsum([0] + [len(p) for _d, p in segments])
+        lexical = np.zeros(len(ids))
+        if routed:
+            for (d, pos), a, b in zip(segments, offsets[:-1], offsets[1:], strict=True):
+                lexical[a:b] = self._lexical(index.docs[d].lexical(), q.body, terms_text, pos)
+        else:
+            rows = [index.positions[(d, i)] for d, pos in segments for i in pos]
+            lexical = self._lexical(index.corpus_lexical(), q.body, terms_text, rows)
+        heads = np.concatenate([index.docs[d].heading_hits(headings)[pos] for d, pos in segments]) if headings and g.heading_boost else None
+        toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
+        defining = np.array([defines_term(index.docs[d].chunks[i].content, q.terms) for d, pos in segments for i in pos], dtype=np.float64) \
+            if q.terms and st.define_boost else None
+        # one normalisation unit per routed document; the whole pool when unrouted (BM25 is deal-wide then)
+        units = list(zip(offsets[:-1], offsets[1:], strict=True)) if routed else [(0, len(ids))]
+        final = np.zeros(len(ids))
+        fused_all = np.zeros(len(ids))
+        lex_norm = np.zeros(len(ids))
+        for a, b in units:
+            lex_norm[a:b] = minmax(lexical[a:b])
+            fused = (1 - st.lexical_weight) * minmax(dense[a:b]) + st.lexical_weight * lex_norm[a:b]
+            if defining is not None:
+                fused = fused + st.define_boost * defining[a:b]
+            if heads is not None:
+                fused = fused + g.heading_boost * heads[a:b]
+            fused_all[a:b] = fused
+            final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b])
+        if st.toc_last:
+            final = np.where(toc, -1.0 + 0.001 * final, final)
+        combined = _unit(final)
+        order = np.lexsort((np.arange(len(ids)), -final))[: st.max_ranked]
+        flat = [(d, i) for d, pos in segments for i in pos]
+        scored = []
+        for k in order:
+            d, i = flat[k]
+            terms = ScoreTerms(dense=float(max(0.0, min(1.0, cosine[k]))), lexical=float(lex_norm[k]), semantic=float(fused_all[k]),
+                               combined=float(combined[k]))
+            scored.append(Scored(chunk=index.docs[d].chunks[i], terms=terms, origin="question"))
+        timings["ranking_ms"] = (time.perf_counter() - t3) * 1000
+        return QuestionResult(scored, routed, notes, timings)
+
+    def _lexical(self, lex: LexicalIndex, body: str, terms_text: str, rows: Sequence[int]) -> np.ndarray:
+        """BM25 of the question over ``rows``; mixed with BM25 of a matched concept's drafting terms (``term_weight``)."""
+        s = lex.scores(body)[list(rows)]
+        tw = self.config.glossary.term_weight
+        if terms_text and tw > 0:
+            return (1 - tw) * minmax(s) + tw * minmax(lex.scores(terms_text)[list(rows)])
+        return s
+
+    def annotate(self, sel: Selection, screen: Callable[[ChunkView], Any]) -> None:
+        """Screen the packed chunks for material risk (``screen(chunk)`` gives a :class:`~retrieval_node.risk.RiskSignal`),
+        so the package's risk summary reports what it holds; selection is already done."""
+        for s in sel.chosen.values():
+            sig = screen(s.chunk)
+            if sig.material:
+                s.terms = ScoreTerms(dense=s.terms.dense, lexical=s.terms.lexical, semantic=s.terms.semantic, risk=sig.score,
+                                     combined=s.terms.combined, risk_kinds=sig.kinds, risk_terms=sig.risk_terms,
+                                     benign_terms=sig.benign_terms, numeric=sig.numeric)
+
+
+def _windows(chunk: ChunkView, config: NodeConfig) -> int:
+    """The MiniLM windows a chunk probably has (1.5 word pieces per cl100k token, as the deal's point table)."""
+    rc = config.retrieval
+    step = max(1, rc.window_tokens - rc.window_overlap_tokens)
+    return 1 + max(0, -(-int(1.5 * chunk.token_count - rc.window_tokens) // step))
+
+
+def _smooth(scores: np.ndarray, lam: float, breaks: Sequence[int]) -> np.ndarray:
+    """``s_i + lam·max(s_{i-1}, s_{i+1})`` on min-max normalised scores; neighbours across a document break count 0."""
+    s = minmax(np.asarray(scores, dtype=np.float64))
+    if lam == 0 or s.size < 2:
+        return s
+    left = np.r_[0.0, s[:-1]]
+    right = np.r_[s[1:], 0.0]
+    for b in breaks:
+        left[b] = 0.0
+        right[b - 1] = 0.0
+    return s + lam * np.maximum(left, right)
+
+
+def _unit(final: np.ndarray) -> np.ndarray:
+    """Scores mapped into [0, 1] keeping their order (the packager's ``combined``)."""
+    return minmax(final) if final.size else final
+
+
+__all__ = [
+    "DEFAULT_QUESTION_BUDGET",
+    "QUESTIONS_AGENT",
+    "QUESTION_INTENT_ID",
+    "ParsedQuestion",
+    "QuestionResult",
+    "QuestionSettings",
+    "QuestionStage",
+    "match_concepts",
+    "parse_question",
+    "question_intent",
+]

@@ -1,0 +1,314 @@
+"""Question intents (issue 19): RetrievalAgent.ask over a hand-written deal of several documents.
+
+Real MiniLM, Qdrant, Mem0 and tiktoken; the deal's text is written for these tests.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retrieval_node.agent import RetrievalAgent
+from retrieval_node.config import Glossary, GlossaryConcept
+from retrieval_node.errors import AccessDenied
+from retrieval_node.models import QuestionIntent, TrustContext, sensitivity_level
+from retrieval_node.question import QUESTIONS_AGENT, match_concepts, parse_question
+from retrieval_node.routing import DocumentDescription, DocumentRouter, split_hint
+
+from tests.conftest import FULL_TRUST, write_jsonl
+
+DEAL = "2026-ASK-0001"
+PURCHASE = f"{DEAL}/purchase_contract.pdf"
+LENDER = f"{DEAL}/lender_instructions.pdf"
+STUDY_2024 = f"{DEAL}/reserve_fund_study_2024.pdf"
+STUDY_2021 = f"{DEAL}/reserve_fund_study_2021.pdf"
+BYLAWS = f"{DEAL}/condo_bylaws.pdf"
+TITLE = f"{DEAL}/title_search.pdf"
+
+
+@pytest.fixture()
+def deal(store, make_chunk, tmp_path):
+    """Six documents; the lender's instructions carry one privileged page."""
+    from retrieval_node.ingest import Ingestor
+
+    def doc(document_id, role, section, pages, **meta):
+        return [make_chunk(text, deal_id=DEAL, document_id=document_id, role=role, section=section, page=i, metadata=dict(meta))
+                for i, text in enumerate(pages, start=1)]
+
+    chunks = (
+        doc(PURCHASE, "PURCHASE_AGREEMENT", "GENERAL", [
+            "Residential Purchase Contract between Wendell Harlow (Seller) and Priya Quince (Buyer) for Unit 1204, 88 Larch Street.",
+            "The Buyer shall pay a deposit of $25,000 to the listing brokerage within two Banking Days of acceptance, held in trust.",
+            "Completion Day is June 30, 2026; vacant possession and keys are delivered to the Buyer at noon on that day.",
+        ])
+        + doc(LENDER, "LENDER_INSTRUCTIONS", "GENERAL", [
+            "Mortgage instructions from Northgate Credit Union to the Buyer's solicitor.",
+            "The lender will deposit the mortgage advance into the solicitor's trust account two business days before closing.",
+            "Funds are released only once title insurance is bound and the discharge of the prior mortgage is undertaken.",
+        ])
+        + [make_chunk("Privileged: counsel's note on the lender's underwriting exception for this borrower.", deal_id=DEAL, document_id=LENDER,
+                      role="LENDER_INSTRUCTIONS", section="GENERAL", page=4, metadata={"sensitivity": "privileged"})]
+        + doc(STUDY_2024, "CONDO_DOCS", "RESERVE_FUND_REPORT", [
+            "Reserve Fund Study prepared in 2024 for Larch Street Condominium Corporation.",
+            "The 2024 study recommends raising annual reserve contributions to $310,000 to fund roof and elevator replacement.",
+        ], created_at="2024-03-01T00:00:00+00:00")
+        + doc(STUDY_2021, "CONDO_DOCS", "RESERVE_FUND_REPORT", [
+            "Reserve Fund Study prepared in 2021 for Larch Street Condominium Corporation.",
+            "The 2021 study found annual reserve contributions of $150,000 adequate for the funding period.",
+        ], created_at="2021-03-01T00:00:00+00:00")
+        + doc(BYLAWS, "CONDO_DOCS", "CONDO_BYLAWS", [
+            "Bylaws of Larch Street Condominium Corporation.",
+            "No owner shall lease a unit for a term of less than six months; every tenant shall sign the Corporation's tenant undertaking.",
+            "Pets are limited to one dog or cat per unit with the Board's written consent.",
+        ])
+        + doc(TITLE, "TITLE_SEARCH", "INSTRUMENTS_REGISTER", [
+            "Certificate of title for Unit 1204. Registered owner: Wendell Harlow.",
+            "Caveat registered by Larch Street Condominium Corporation re: right of first refusal on any sale of parking stall P-17.",
+        ])
+    )
+    report = Ingestor(store).ingest([write_jsonl(tmp_path / "deal.jsonl", chunks)])
+    assert report.rejected == []
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    yield agent
+    agent.close()
+
+
+def _docs(package) -> set[str]:
+    return {r.document_id for r in package.ordered_chunks}
+
+
+# --------------------------------------------------------------------------- routing
+
+
+def test_question_naming_a_document_by_title_routes_to_it(deal):
+    package, summary = deal.ask_sync(DEAL, "In the lender's instructions, when is the deposit made?")
+    assert _docs(package) == {LENDER}
+    assert any(f.startswith("question_routed") and LENDER in f for f in summary.fallbacks)
+    # the same words without the description: the purchase contract's deposit clause is found too
+    ranking = deal.rank_question(DEAL, "When is the deposit made?")
+    assert ranking.routed == []
+    assert {s.chunk.document_id for s in ranking.scored[:3]} >= {PURCHASE}
+
+
+def test_question_naming_a_document_by_date_routes_to_that_year(deal):
+    ranking = deal.rank_question(DEAL, "What does the 2024 reserve fund study recommend for contributions?")
+    assert ranking.routed == [STUDY_2024]
+    assert {s.chunk.document_id for s in ranking.scored} == {STUDY_2024}
+
+
+def test_question_naming_a_document_by_its_parties_routes_to_it(deal):
+    ranking = deal.rank_question(DEAL, "Consider the contract between Harlow and Quince; what deposit is payable?")
+    assert ranking.routed == [PURCHASE]
+    assert "$25,000" in ranking.scored[0].chunk.content
+
+
+def test_question_naming_no_document_searches_the_whole_deal(deal):
+    ranking = deal.rank_question(DEAL, "Is there a right of first refusal?")
+    assert ranking.routed == []
+    assert len({s.chunk.document_id for s in ranking.scored}) >= 5
+    assert "first refusal" in ranking.scored[0].chunk.content
+    package, summary = deal.ask_sync(DEAL, "Is there a right of first refusal?", budget=300)
+    assert not any(f.startswith("question_routed") for f in summary.fallbacks)
+
+
+def test_router_without_an_explicit_description_needs_a_name_that_stands_out():
+    docs = [DocumentDescription("a/condo_bylaws.pdf", "CONDO_DOCS", "", "Bylaws"),
+            DocumentDescription("a/purchase_contract.pdf", "PURCHASE_AGREEMENT", "", "Purchase contract"),
+            DocumentDescription("a/title_search.pdf", "TITLE_SEARCH", "", "Certificate of title")]
+    router = DocumentRouter(docs)
+    assert router.route("does the condo bylaw restrict rentals?", explicit=False) == ["a/condo_bylaws.pdf"]
+    assert router.route("is there a right of first refusal?", explicit=False) == []
+    assert router.route("what does the document say?", explicit=False) == []
+    # an acronym is a whole token of a name, never a run of letters inside one
+    acr = DocumentRouter([DocumentDescription("a/BCGD_nda.txt", "OTHER", "", "Agreement"),
+                          DocumentDescription("a/abcgdx_supply.txt", "OTHER", "", "Agreement")])
+    assert acr.route("Boston Consulting Group Digital", explicit=True) == ["a/BCGD_nda.txt"]
+    assert split_hint("Under the purchase contract: who pays the deposit?") == ("the purchase contract", "who pays the deposit?")
+
+
+# --------------------------------------------------------------------------- ranking rules
+
+
+def test_quoted_term_ranks_its_definition_first(deal, store, make_chunk, tmp_path):
+    from retrieval_node.ingest import Ingestor
+
+    doc = f"{DEAL}/definitions.pdf"
+    Ingestor(store).ingest([write_jsonl(tmp_path / "defs.jsonl", [
+        make_chunk("The Seller's knowledge of defects is limited to what the inspection disclosed.", deal_id=DEAL, document_id=doc,
+                   role="OTHER", section="GENERAL", page=1),
+        make_chunk("“Knowledge” means the actual knowledge of the Seller after reasonable inquiry of the property manager.",
+                   deal_id=DEAL, document_id=doc, role="OTHER", section="GENERAL", page=2),
+    ])])
+    ranking = deal.rank_question(DEAL, 'Consider the definitions; What is the definition of "Knowledge"?')
+    assert ranking.routed == [doc]
+    assert ranking.scored[0].chunk.content.startswith("“Knowledge” means")
+    stage = deal.pipeline.questions
+    from dataclasses import replace
+
+    stage.settings = replace(stage.settings, define_boost=0.0, smooth=0.0)
+    try:  # without the boost the other chunk may win: the rule is what puts the definition first
+        plain = deal.rank_question(DEAL, 'Consider the definitions; What is the definition of "Knowledge"?')
+        assert plain.scored[0].terms.semantic < ranking.scored[0].terms.semantic
+    finally:
+        stage.settings = replace(stage.settings, define_boost=1.0, smooth=0.4)
+
+
+def test_table_of_contents_goes_last(deal, store, make_chunk, tmp_path):
+    from retrieval_node.ingest import Ingestor
+
+    doc = f"{DEAL}/merger_agreement.pdf"
+    toc = ("Section 1.1 Definitions 2 Section 2.1 Deposit 5 Section 2.2 Closing 7 Section 3.1 Deposit Release 9 "
+           "Section 4.1 Termination 11")
+    Ingestor(store).ingest([write_jsonl(tmp_path / "toc.jsonl", [
+        make_chunk(toc, deal_id=DEAL, document_id=doc, role="OTHER", section="GENERAL", page=1),
+        make_chunk("Section 2.1 Deposit. The deposit is released to the Seller at Closing.", deal_id=DEAL, document_id=doc,
+                   role="OTHER", section="GENERAL", page=2),
+        make_chunk("Section 4.1 Termination. Either party may terminate if Closing has not occurred by the Outside Date.",
+                   deal_id=DEAL, document_id=doc, role="OTHER", section="GENERAL", page=3),
+    ])])
+    ranking = deal.rank_question(DEAL, "Consider the merger agreement; deposit release")
+    assert ranking.scored[-1].chunk.content == toc
+
+
+def test_glossary_matches_concepts_not_question_strings():
+    g = Glossary(concepts={
+        "no_shop": GlossaryConcept(match=["no-shop", "no solicitation"], terms="shall not solicit initiate encourage Acquisition Proposal"),
+        "fiduciary_exception": GlossaryConcept(match=["fiduciary exception"], terms="Superior Proposal fiduciary duties"),
+        "mae": GlossaryConcept(match=["material adverse effect"], terms="Material Adverse Effect means"),
+        "no_mae": GlossaryConcept(match=["no material adverse effect"], terms="Since the date there has not been"),
+    })
+    assert match_concepts("Where is the No Shop clause?", g) == ("no_shop",)
+    assert match_concepts("What about the Fiduciary exception to the no-shop?", g) == ("fiduciary_exception", "no_shop")
+    assert match_concepts("the Target's warranty of No Material Adverse Effect", g) == ("no_mae",)  # the longer phrase wins
+    assert match_concepts("Is there a right of first refusal?", g) == ()
+    q = parse_question("Consider the Merger Agreement of X; What is the Definition of \"Material Adverse Effect\"", g)
+    assert (q.hint, q.body, q.terms, q.concepts) == ("the Merger Agreement of X", 'Definition of "Material Adverse Effect"', ("material adverse effect",), ("mae",))
+
+
+def test_glossary_brings_drafting_language_the_question_never_uses(deal, store, make_chunk, tmp_path):
+    from dataclasses import replace
+
+    from retrieval_node.ingest import Ingestor
+
+    doc = f"{DEAL}/bylaws_consolidated.pdf"
+    filler = ["The Board meets quarterly and keeps minutes of every meeting.",
+              "Unit owners may rent a parking stall to another owner of the Corporation.",
+              "No unit shall be leased or let to a tenant for a term of less than one year.",
+              "The Corporation insures the common property against fire and flood."]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "by.jsonl", [
+        make_chunk(t, deal_id=DEAL, document_id=doc, role="CONDO_DOCS", section="CONDO_BYLAWS", page=i) for i, t in enumerate(filler, 1)])])
+    question = "Consider the bylaws consolidated; are rentals allowed?"
+    with_glossary = deal.rank_question(DEAL, question)
+    assert "rental_restrictions" in " ".join(n for n in with_glossary.notes)
+    assert with_glossary.scored[0].chunk.content.startswith("No unit shall be leased")
+    stage = deal.pipeline.questions
+    stage.settings = replace(stage.settings, glossary=False)
+    try:
+        without = deal.rank_question(DEAL, question)
+        assert not any("question_glossary" in n for n in without.notes)
+        lease = with_glossary.scored[0].chunk.chunk_id
+        lexical = {s.chunk.chunk_id: s.terms.lexical for s in without.scored}
+        assert with_glossary.scored[0].terms.lexical > lexical[lease]  # the drafting terms are what match the clause
+    finally:
+        stage.settings = replace(stage.settings, glossary=True)
+
+
+# --------------------------------------------------------------------------- the shared path: contract, trust, budget, audit
+
+
+def test_question_package_goes_through_budget_audit_and_replay(deal):
+    package, summary = deal.ask_sync(DEAL, "What is the deposit and when is it due?", budget=250)
+    assert 0 < package.total_tokens <= 250
+    assert package.agent_id == QUESTIONS_AGENT and package.intent_id == "question_v1"
+    again, again_summary = deal.replay(summary.audit_id)
+    assert again == package and again_summary.audit_id == summary.audit_id and again_summary.chunks_selected == summary.chunks_selected
+    snapshot = deal.audit.read_snapshot(summary.audit_id)
+    assert snapshot["intent"]["kind"] == "question" and snapshot["intent"]["query_text"] == "What is the deposit and when is it due?"
+    assert snapshot["contract"]["agent"] == QUESTIONS_AGENT
+    # same question, same store: same package
+    package2, _ = deal.ask_sync(DEAL, "What is the deposit and when is it due?", budget=250)
+    assert package2.package_hash == package.package_hash
+
+
+def test_question_respects_clearance_and_redacts_one_level_above(deal):
+    confidential = TrustContext(max_sensitivity="confidential", authenticated=True, actor_id="test:clerk")
+    package, summary = deal.ask_sync(DEAL, "In the lender's instructions, what does counsel's note say about underwriting?", trust=confidential)
+    for r in package.ordered_chunks:
+        assert r.redacted or sensitivity_level(r.sensitivity) <= sensitivity_level("confidential")
+    assert any(r.redacted and r.content == "" for r in package.ordered_chunks)  # privileged: listed without content
+    public = TrustContext(max_sensitivity="public", authenticated=True, actor_id="test:public")
+    ranking = deal.rank_question(DEAL, "Is there a right of first refusal?", trust=public)
+    assert ranking.scored == []  # every chunk of the deal is confidential or above
+
+
+def test_question_from_an_agent_runs_under_its_contract(deal):
+    tax = TrustContext(max_sensitivity="privileged", authenticated=True, actor_id="agent:tax", agent_id="tax_r1")
+    intent = deal.question_intent(DEAL, "In the lender's instructions, when are funds released?", trust=tax)
+    assert isinstance(intent, QuestionIntent) and intent.agent_id == "tax_r1"
+    package, summary = deal.ask_sync(DEAL, "In the lender's instructions, when are funds released?", trust=tax)
+    contract = deal.config.contracts.contracts["tax"].rule_for(intent.stage)
+    allowed_roles = {r.value for r in contract.allowed_roles}
+    for r in package.ordered_chunks:  # the tax agent never sees lender instructions, question or not
+        assert r.document_role.value in allowed_roles and r.document_role.value != "LENDER_INSTRUCTIONS"
+    ranking = deal.rank_question(DEAL, "Is there a right of first refusal?", trust=tax)
+    assert all(s.chunk.document_role in allowed_roles for s in ranking.scored)
+    # and its identity is the caller's: a tax-bound caller cannot ask as another agent
+    with pytest.raises(AccessDenied):
+        deal.retrieve_sync(deal.question_intent(DEAL, "deposit?", trust=FULL_TRUST), trust=tax)
+
+
+def test_question_refuses_a_deal_outside_the_callers_scope(deal):
+    other = TrustContext(max_sensitivity="privileged", authenticated=True, actor_id="test:other", scopes=["deal:2026-OTHER-0001"])
+    with pytest.raises(AccessDenied):
+        deal.ask_sync(DEAL, "What is the deposit?", trust=other)
+    with pytest.raises(AccessDenied):
+        deal.rank_question(DEAL, "What is the deposit?", trust=other)
+
+
+async def _ask_async(agent):
+    return await agent.ask(DEAL, "Is there a right of first refusal?", budget=400)
+
+
+def test_async_ask_gives_the_sync_package(deal):
+    import asyncio
+
+    package, _ = asyncio.run(_ask_async(deal))
+    same, _ = deal.ask_sync(DEAL, "Is there a right of first refusal?", budget=400)
+    assert package.package_hash == same.package_hash
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_cli_ask_checks_arguments_before_opening_a_store(tmp_path):
+    from typer.testing import CliRunner
+
+    from retrieval_node import cli_ask
+    from retrieval_node.cli import app
+    from retrieval_node.models import MAX_TOKENS_BUDGET, Sensitivity, Stage
+
+    assert cli_ask.STAGES == tuple(s.value for s in Stage)
+    assert cli_ask.LEVELS == tuple(s.value for s in Sensitivity)
+    assert cli_ask.MAX_BUDGET == MAX_TOKENS_BUDGET
+    runner = CliRunner()
+    res = runner.invoke(app, ["ask", "--deal", DEAL, "what?", "--store", str(tmp_path / "none"), "--json"])
+    assert res.exit_code == 2 and "no store" in json.loads(res.stdout.splitlines()[0])["error"]["message"]
+    res = runner.invoke(app, ["ask", "--deal", DEAL, "what?", "--stage", "NOPE"])
+    assert res.exit_code == 2
+
+
+def test_cli_ask_prints_one_json_package(deal, store):
+    from typer.testing import CliRunner
+
+    from retrieval_node.cli import app
+
+    home = store.home
+    deal.close()
+    store.close()
+    res = CliRunner().invoke(app, ["ask", "--deal", DEAL, "In the purchase contract, what is the deposit?", "--store", str(home),
+                                   "--json", "--budget", "400"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert {r["document_id"] for r in out["package"]["ordered_chunks"]} == {PURCHASE}
+    assert out["package"]["total_tokens"] <= 400
