@@ -263,15 +263,16 @@ def ingest(
     else:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = Console()
-        console.print(f"ingested [bold]{report.ingested}[/] new chunk(s), [bold]{report.unchanged}[/] already present"
-                      + (f", {report.repaired} repaired" if report.repaired else "")
-                      + f", [bold]{len(report.rejected)}[/] rejected line(s)")
-        if report.rejected:
+        console.print(Text.assemble("ingested ", (str(report.ingested), "bold"), " new chunk(s), ", (str(report.unchanged), "bold"),
+                                    " already present" + (f", {report.repaired} repaired" if report.repaired else "") + ", ",
+                                    (str(len(report.rejected)), "bold"), " rejected line(s)"))
+        if report.rejected:  # file names, fields and errors quote the input: printed as typed, never as Rich markup
             table = Table("file", "line", "field", "error", title="rejected lines")
             for r in report.rejected:
-                table.add_row(r.file, str(r.line), r.field, r.error)
+                table.add_row(Text(r.file), str(r.line), Text(r.field), Text(r.error))
             console.print(table)
     raise typer.Exit(0 if report.ok else 1)
 
@@ -475,13 +476,14 @@ def demo(
         typer.echo(json.dumps(result.as_json()))
         return
     from rich.console import Console
+    from rich.text import Text
 
     console = Console()
-    if result.ingest:
-        console.print(f"sample deal {result.deal_id}: {result.ingest['ingested']} chunk(s) ingested, {result.ingest['unchanged']} "
-                      f"already present; {result.ingest['patterns_added']} pattern memorie(s) added")
-    console.print(f"LangGraph workflow {' -> '.join(a.agent for a in result.agents)} (thread {result.thread_id}, "
-                  f"checkpoints in {result.checkpoints})\n")
+    if result.ingest:  # plain Text: a deal id or a path is data, never Rich markup
+        console.print(Text(f"sample deal {result.deal_id}: {result.ingest['ingested']} chunk(s) ingested, {result.ingest['unchanged']} "
+                           f"already present; {result.ingest['patterns_added']} pattern memorie(s) added"))
+    console.print(Text(f"LangGraph workflow {' -> '.join(a.agent for a in result.agents)} (thread {result.thread_id}, "
+                       f"checkpoints in {result.checkpoints})\n"))
     for a in result.agents:
         print_package(a.agent, a.package, a.summary, budget=a.budget)
         console.print()

@@ -126,6 +126,17 @@ def test_text_output_prints_markup_in_data_literally(closed_store, capsys, monke
     assert text.count(hostile) == 2 and "Missing zones: [/]" in text and ":smile:" in text
 
 
+def test_ingest_report_prints_rejected_lines_literally(tmp_path, closed_store):
+    """A rejected line is named by its file and its error, which quote the input: Rich markup in them prints as typed
+    (Rich would eat '[bold]' and '[/]', and an unbalanced '[/]' would raise)."""
+    bad = tmp_path / "[bold]x[red]y.jsonl"
+    bad.write_text('{"chunk_id": "[/] nope"}\n', encoding="utf-8")
+    res = _invoke("ingest", str(bad), "--store", str(closed_store))
+    assert res.exit_code == 1, res.output
+    flat = " ".join(res.stdout.split())  # the table wraps long cells
+    assert "[bold]x[red]y.jsonl" in flat and "rejected line(s)" in flat
+
+
 # -- malformed snapshots: one error naming the file -------------------------------------------------------------
 
 def _malformed(good: bytes, audit_id: str, other: str) -> dict[str, bytes]:
