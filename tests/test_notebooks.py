@@ -153,7 +153,7 @@ def test_notebook_executes_and_its_saved_outputs_are_current(name, tmp_path):
         assert "missing_zones: []" in text
     else:
         assert has_png(nb), "the recall-vs-budget plot is missing"
-        assert "clean deal: no false material risk for any agent" in text
+        assert "clean deal: no material risk of a kind its gold does not list, for any agent" in text
         assert "cells: node / dense / bm25 / ensemble recall" in text
     # nothing was written into the working directory: the stores live in their own temp dirs
     assert list(tmp_path.iterdir()) == []
