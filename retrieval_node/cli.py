@@ -492,7 +492,7 @@ def demo(
 # interfaces.md section 5: a labelled folder scored with the same metrics as shared/bench/deals/score.py
 app.command("eval")(eval_command)
 app.command("explain")(explain_command(sys.modules[__name__]))  # cli_explain.py: why each chunk was chosen or left out
-app.command("ask")(ask_command)
+app.command("ask")(ask_command(sys.modules[__name__]))  # cli_ask.py: a package ranked for a question
 
 
 def main() -> None:  # pragma: no cover - console entry point

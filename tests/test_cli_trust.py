@@ -105,6 +105,38 @@ def test_cli_retrieve_records_the_clearance_and_its_source(closed_store, monkeyp
     assert {r["sensitivity"] for r in other["package"]["ordered_chunks"]} <= {"public"}  # nothing listed about the others
 
 
+@pytest.mark.parametrize("command", ["ask", "explain"])
+def test_ask_and_explain_take_their_clearance_as_retrieve_does(closed_store, monkeypatch, command):
+    """``ask`` records its clearance and source like ``retrieve``; ``explain`` describes nothing above it. A caller who
+    does not own the store and gives no clearance is public and unauthenticated for both."""
+    home = closed_store
+    if command == "ask":
+        def asked(**env: str) -> dict:
+            res = _invoke("ask", "--deal", DEAL, "Who holds the builders' lien?", "--store", str(home), "--json", env=env)
+            assert res.exit_code == 0, res.output
+            return json.loads(res.stdout)
+
+        owner = asked()
+        trust = _snapshot(home, owner["summary"]["audit_id"])["trust"]
+        assert trust["max_sensitivity"] == "confidential" and "from store-owner" in trust["actor_id"]
+        assert "from env" in _snapshot(home, asked(**{cli.SENSITIVITY_ENV: "public"})["summary"]["audit_id"])["trust"]["actor_id"]
+        # FAULT INJECTION: another OS user (os.getuid answers a uid that does not own the store)
+        monkeypatch.setattr(os, "getuid", lambda: home.stat().st_uid + 1)
+        other = asked()
+        trust = _snapshot(home, other["summary"]["audit_id"])["trust"]
+        assert trust["max_sensitivity"] == "public" and not trust["authenticated"]
+        assert {r["sensitivity"] for r in other["package"]["ordered_chunks"]} <= {"public"}
+    else:
+        audit_id = _retrieve_json(home, "--max-sensitivity", "privileged")["summary"]["audit_id"]
+        # FAULT INJECTION: another OS user (os.getuid answers a uid that does not own the store)
+        monkeypatch.setattr(os, "getuid", lambda: home.stat().st_uid + 1)
+        res = _invoke("explain", audit_id, "--store", str(home), "--json")
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["not_described"]["count"] >= 2  # the confidential and the privileged chunk are counted, not described
+        assert "252 114 567" not in res.stdout
+
+
 # -- data printed as data -------------------------------------------------------------------------------------------
 
 def test_text_output_prints_markup_in_data_literally(closed_store, capsys, monkeypatch):
