@@ -77,7 +77,23 @@ def normalise_ocr(text: str) -> str:
     text = re.sub(r" {2,}", "  ", text)
     text = re.sub(r" *\n *(?:\n[ \n]*)+", "\n\n", text)
     text = re.sub(r" *\n *", "\n", text)
-    return _repair_digits(text.lower())
+    return _repair_letters(_repair_digits(text.lower()))
+
+
+#: OCR digits read inside a word: 1 for l, 0 for o, 5 for s ("c1eared", "disch0rged" -> "cleared"); only a digit with
+#: letters on both sides, so amounts, years, registration numbers and ids ("t5k 2j1") keep theirs. Same length: offsets hold.
+_IN_WORD_DIGIT = re.compile(r"(?<=[a-z])[015]+(?=[a-z])")
+_LETTER_FIX = {"0": "o", "1": "l", "5": "s"}
+
+
+def _repair_letters(low: str) -> str:
+    return _IN_WORD_DIGIT.sub(lambda m: "".join(_LETTER_FIX[c] for c in m.group(0)), low)
+
+
+def _ocr_il(source: str) -> str:
+    """A regex source whose literal i and l also match each other (OCR reads 1 for both; :func:`_repair_letters`
+    makes it an l): "pa1d" -> "pald" still reads as "paid". Only for sources without a character class holding i or l."""
+    return re.sub(r"[il]", "[il]", source)
 
 
 @lru_cache(maxsize=4096)
@@ -228,7 +244,8 @@ def row_value(text: str, end: int) -> str | None:
     m = re.match(r"([^:|$\n]{0,60}?)" + _ROW_SEPARATOR.pattern, rest)
     if m is None or re.search(r"[.;]\s", m.group(1)):
         return None
-    value = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\|", rest[m.end():], maxsplit=1)[0]
+    # the value ends at a column gap, a clause break, or the next "label:" of a flattened row ("arrears: 0.00 penalties: 0.00")
+    value = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))", rest[m.end():], maxsplit=1)[0]
     return _cell_verdict(value)
 
 
@@ -427,7 +444,7 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
 
 #: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full") says what
 #: has not happened yet: it does not neutralise the term.
-_PENDING = re.compile(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$")
+_PENDING = re.compile(_ocr_il(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
 
 
 def _cue_in(span: str, cue: str) -> bool:
@@ -459,19 +476,19 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
 #: What the clause decided about the thing the term names. Closed: considered and turned down, or over and done
 #: ("rejected", "decided not to proceed", "fully collected", "hereby discharges", "cleared"). Decided: approved,
 #: carried, levied, registered, filed, planned ("intends to call a meeting"), or owing ("remains unpaid").
-_CLOSED = re.compile(
+_CLOSED = re.compile(_ocr_il(
     r"\b(?:rejected|defeated|declined|voted down|not (?:approved|adopted|carried|passed|proceed(?:ed|ing)?|to proceed)"
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
     r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|paid (?:in full|out|off)|cleared"
     r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges)\b"
-)
+))
 _ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued"
          r"|measured|found|observed|identified|detected|enrolled)")
-_DECIDED = re.compile(
+_DECIDED = re.compile(_ocr_il(
     r"\b(?:was|were|has|have|had|has been|have been|had been)\s+" + _ACTS + r"\b|\b(?:is|are|remains) enrolled\b"
     r"|\b(?:board|owners|corporation|council|meeting|court|plaintiff|lienor|claimant|owner of unit [0-9a-z]+)\s+" + _ACTS + r"\b"
     r"|\b(?:motion|resolution)\s+(?:was\s+)?carried\b|\bcarried\b(?= ?[.(])"
-)
+))
 
 
 def clause_polarity(text: str, start: int, end: int) -> str | None:

@@ -46,9 +46,14 @@ def test_amounts_are_read_with_ocr_digits_repaired(raw, want):
     assert parse_amounts(normalise_ocr(raw)) == want
 
 
-def test_ocr_repair_touches_numbers_only():
-    low = normalise_ocr("BUI1DERS' 1IEN in the 1990s; it is 2O24; see s. 412")
-    assert "bui1ders' 1ien" in low and "1990s" in low and " is " in low and "2024" in low and "s. 412" in low
+def test_ocr_repair_reads_digits_in_numbers_and_letters_in_words():
+    """Inside a number a letter is a digit; inside a word (letters on both sides) a 0, 1 or 5 is a letter. Digits at a
+    word's edge, years, section numbers and registration numbers are left as they are; the length never changes."""
+    raw = "BUI1DERS' 1IEN in the 1990s; it is 2O24; see s. 412; arrears c1eared, c0llected fu11y, po5ted; reg. B2150 1I2"
+    low = normalise_ocr(raw)
+    assert len(low) == len(raw)
+    assert "builders' 1ien" in low and "1990s" in low and " is " in low and "2024" in low and "s. 412" in low
+    assert "cleared, collected fully, posted" in low and "b2150" in low
 
 
 def test_a_signed_dollar_amount_is_read_once():
@@ -76,6 +81,9 @@ def test_bare_table_figures_count_only_when_asked():
     "Tax arrears for the roll . . . nil",
     "Arre-\nars ........ $0.00",                                       # hyphenated line break
     "Arrears 2024 and prior: 0.00\nPenalty  -",
+    "Current arrears: 0.00 Penalties: 0.00",                          # a form flattened to one line, single spaces
+    "Arrears: nil Interest: nil Tax notification: none",
+    "Balance owing: $0.00 Penalty: $0.00 As of: 2026-02-01",
 ])
 def test_a_zero_in_the_terms_own_row_is_benign(text):
     assert kinds(text, "tax") == (), risk_signal(text, LEX, ["tax"])
@@ -87,9 +95,20 @@ def test_a_zero_in_the_terms_own_row_is_benign(text):
     "| Arrears | 1,204.50 | - |",
     "Penalties: $128.10",
     "Arrears: $l,250.00   Penalties: $0.00",
+    "Arrears: 0.00 Penalties: $45.10",                                # flattened: each label keeps its own value
+    "Current arrears: $2,310.77 Penalties: 0.00",
 ])
 def test_an_amount_in_the_terms_own_row_is_material(text):
     assert "tax_arrears" in kinds(text, "tax")
+
+
+@pytest.mark.parametrize("text", [
+    "Arrears of $1,204.00 for 2023 were c1eared on 9 May 2024.",     # 1 read for l
+    "The 2022 arrears ($880.15) were pa1d in full last spring.",      # 1 read for i
+    "Penalties of $61.00 were fu11y paid on 3 June 2025.",
+])
+def test_a_closing_word_misread_by_ocr_still_closes_the_item(text):
+    assert kinds(text, "tax") == (), risk_signal(text, LEX, ["tax"])
 
 
 def test_a_zero_on_the_previous_line_does_not_clear_the_next_item():
