@@ -35,15 +35,18 @@ from .config import RiskLexicon, RiskTerm
 
 # --------------------------------------------------------------------------- risk signal
 
+#: letters OCR reads as other characters: 1/l/i, 0/o, 5/s, 3/e, e/c ("clcared"), g/q ("includinq")
 _CONFUSABLE = {
     "l": "[l1i|!]",
     "i": "[i1l|!]",
     "o": "[o0]",
     "s": "[s5$]",
-    "e": "[e3]",
+    "e": "[e3c]",
+    "c": "[ce]",
     "a": "[a@]",
     "b": "[b8]",
-    "g": "[g9]",
+    "g": "[g9q]",
+    "q": "[qg]",
 }
 
 
@@ -64,14 +67,20 @@ def _repair_digits(low: str) -> str:
     return _DIGIT_RUN.sub(fix, low)
 
 
+#: specks a scan leaves between words ("Court of \u00b0 King's Bench"): read as spaces. Table rules (|, -), dotted leaders,
+#: currency and brackets are not specks.
+_OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00a4\u00a8\u00b4\u02dc\u00ab\u00bb~^"})
+
+
 def normalise_ocr(text: str) -> str:
-    """Lower-case, join words hyphenated across line breaks, unify apostrophes, repair OCR letters inside numbers.
+    """Lower-case, join words hyphenated across line breaks, unify apostrophes, read scan specks as spaces, repair OCR
+    letters inside numbers and digits inside words.
 
     A run of spaces becomes one space, or two where there were several (the column gap of a table row
     stays visible); a blank line stays one blank line (the end of a paragraph or a table); other line
     breaks are kept without their indentation.
     """
-    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").translate(_OCR_SPECKS)
     text = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", text)
     text = re.sub(r"[\t\r\f\v]", "  ", text)
     text = re.sub(r" {2,}", "  ", text)
@@ -90,10 +99,31 @@ def _repair_letters(low: str) -> str:
     return _IN_WORD_DIGIT.sub(lambda m: "".join(_LETTER_FIX[c] for c in m.group(0)), low)
 
 
-def _ocr_il(source: str) -> str:
-    """A regex source whose literal i and l also match each other (OCR reads 1 for both; :func:`_repair_letters`
-    makes it an l): "pa1d" -> "pald" still reads as "paid". Only for sources without a character class holding i or l."""
-    return re.sub(r"[il]", "[il]", source)
+def _ocr_tolerant(source: str) -> str:
+    """A regex source whose literal letters match their OCR confusions as :func:`term_pattern`'s do ("pa1d" ->
+    "pald" still reads as "paid", "clcared" as "cleared"). Escapes, character classes and group prefixes
+    (``(?:``, ``(?<!``) are copied as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(source):
+        ch = source[i]
+        if ch == "\\":
+            out.append(source[i:i + 2])
+            i += 2
+        elif ch == "[":
+            j = source.index("]", i + 2)
+            out.append(source[i:j + 1])
+            i = j + 1
+        elif ch == "(" and source.startswith("(?", i):
+            j = i + 2
+            while j < len(source) and source[j] in ":<!=":
+                j += 1
+            out.append(source[i:j])
+            i = j
+        else:
+            out.append(_CONFUSABLE.get(ch, ch))
+            i += 1
+    return "".join(out)
 
 
 @lru_cache(maxsize=4096)
@@ -444,7 +474,7 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
 
 #: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full") says what
 #: has not happened yet: it does not neutralise the term.
-_PENDING = re.compile(_ocr_il(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
+_PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
 
 
 def _cue_in(span: str, cue: str) -> bool:
@@ -476,7 +506,7 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
 #: What the clause decided about the thing the term names. Closed: considered and turned down, or over and done
 #: ("rejected", "decided not to proceed", "fully collected", "hereby discharges", "cleared"). Decided: approved,
 #: carried, levied, registered, filed, planned ("intends to call a meeting"), or owing ("remains unpaid").
-_CLOSED = re.compile(_ocr_il(
+_CLOSED = re.compile(_ocr_tolerant(
     r"\b(?:rejected|defeated|declined|voted down|not (?:approved|adopted|carried|passed|proceed(?:ed|ing)?|to proceed)"
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
     r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|paid (?:in full|out|off)|cleared"
@@ -484,7 +514,7 @@ _CLOSED = re.compile(_ocr_il(
 ))
 _ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued"
          r"|measured|found|observed|identified|detected|enrolled)")
-_DECIDED = re.compile(_ocr_il(
+_DECIDED = re.compile(_ocr_tolerant(
     r"\b(?:was|were|has|have|had|has been|have been|had been)\s+" + _ACTS + r"\b|\b(?:is|are|remains) enrolled\b"
     r"|\b(?:board|owners|corporation|council|meeting|court|plaintiff|lienor|claimant|owner of unit [0-9a-z]+)\s+" + _ACTS + r"\b"
     r"|\b(?:motion|resolution)\s+(?:was\s+)?carried\b|\bcarried\b(?= ?[.(])"

@@ -103,9 +103,18 @@ def test_an_amount_in_the_terms_own_row_is_material(text):
 
 
 @pytest.mark.parametrize("text", [
+    "A unit owner sued the Corporation in the Court of \u00b0 King's Bench for $212,000 (Action No. 2401 09921).",
+    "Statement \u00b7 of claim filed against the Corporation; damages claimed $75,000.",
+])
+def test_a_scan_speck_between_words_does_not_hide_a_term(text):
+    assert "litigation" in kinds(text, "condo"), risk_signal(text, LEX, ["condo"])
+
+
+@pytest.mark.parametrize("text", [
     "Arrears of $1,204.00 for 2023 were c1eared on 9 May 2024.",     # 1 read for l
     "The 2022 arrears ($880.15) were pa1d in full last spring.",      # 1 read for i
     "Penalties of $61.00 were fu11y paid on 3 June 2025.",
+    "Arrears of $930.40 for 2022 (includinq interest) were clcared on 2 May 2023.",  # c read for e, q for g
 ])
 def test_a_closing_word_misread_by_ocr_still_closes_the_item(text):
     assert kinds(text, "tax") == (), risk_signal(text, LEX, ["tax"])
