@@ -48,6 +48,9 @@ _CONFUSABLE = {
     "g": "[g9q]",
     "q": "[qg]",
 }
+#: the verdict words (closed, decided, pending, motion) also read rn as m ("rnoved"); lexicon terms do not (the
+#: alternation slows the one regex that screens every chunk for any term)
+_CONFUSABLE_VERDICT = {**_CONFUSABLE, "m": "(?:m|rn)"}
 
 
 #: OCR letters read inside a run of digits: O/o for 0, l/I/| for 1, S for 5 ("$1,86O.42", "$l,250.00", "2O24").
@@ -121,7 +124,7 @@ def _ocr_tolerant(source: str) -> str:
             out.append(source[i:j])
             i = j
         else:
-            out.append(_CONFUSABLE.get(ch, ch))
+            out.append(_CONFUSABLE_VERDICT.get(ch, ch))
             i += 1
     return "".join(out)
 
@@ -535,7 +538,7 @@ def clause_polarity(text: str, start: int, end: int) -> str | None:
     return verdict
 
 
-_MOTION = re.compile(r"\b(?:moved|motion|proposed|proposal|considered)\b")
+_MOTION = re.compile(_ocr_tolerant(r"\b(?:moved|motion|proposed|proposal|considered)\b"))
 
 
 def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tuple[int, int]:

@@ -103,6 +103,14 @@ def test_an_amount_in_the_terms_own_row_is_material(text):
 
 
 @pytest.mark.parametrize("text", [
+    "An owner rnoved that thc Corporation levy $950 per unit for new carpets. The motion was DEFEATED on a poll.",
+    "Motion: that the owners be assessed $2,100 per unit for a gym. The rnotion was DEFEATED, 14 for and 51 against.",
+])
+def test_a_defeated_motion_misread_by_ocr_is_still_defeated(text):
+    assert kinds(text, "condo") == (), risk_signal(text, LEX, ["condo"])
+
+
+@pytest.mark.parametrize("text", [
     "A unit owner sued the Corporation in the Court of \u00b0 King's Bench for $212,000 (Action No. 2401 09921).",
     "Statement \u00b7 of claim filed against the Corporation; damages claimed $75,000.",
 ])
