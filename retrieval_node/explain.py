@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .deals import DealView
 from .models import ChunkReference, MaterialRisk, RetrievalIntent
@@ -74,14 +75,28 @@ def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] 
     text; for a risk read from numbers (or a term broken across lines), the passage that carries it; at worst the
     chunk's opening. Always a substring of the chunk's content."""
     text = s.chunk.content
-    for term in s.terms.risk_terms:
-        m = re.compile(term_pattern(term).pattern, re.IGNORECASE).search(text)
-        if m:
-            return _around(text, m.start(), m.end(), max_chars)
+    found = _term_evidence(text, tuple(s.terms.risk_terms), max_chars)
+    if found is not None:
+        return found
     span = s.span or (excerpt_for(s.chunk) if excerpt_for is not None else None)
     if span is not None:
         return _around(text, span[0], span[0], max_chars) if span[1] - span[0] > max_chars else text[span[0]:span[1]].strip() or text.strip()[:max_chars]
     return _around(text, 0, 0, max_chars)
+
+
+@lru_cache(maxsize=16384)
+def _term_evidence(text: str, terms: tuple[str, ...], max_chars: int) -> str | None:
+    """The line around the first of ``terms`` found in ``text`` (kept: a warm call asks again about the same chunks)."""
+    for term in terms:
+        m = _case_blind(term).search(text)
+        if m:
+            return _around(text, m.start(), m.end(), max_chars)
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _case_blind(term: str) -> re.Pattern[str]:
+    return re.compile(term_pattern(term).pattern, re.IGNORECASE)
 
 
 def _around(text: str, start: int, end: int, max_chars: int) -> str:

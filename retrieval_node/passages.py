@@ -129,6 +129,7 @@ class Links:
         self._furniture: dict[str, set[str]] = {}
         self._bodies: dict[str, list[str]] = {}
         self._claimed: dict[str, str | None] = {}
+        self._partners: dict[str, tuple[str, ...]] = {}  # answers of partners(), final once asked (the chunks never change)
         self._lock = threading.Lock()
 
     def _body(self, c: ChunkView) -> list[str]:
@@ -186,7 +187,10 @@ class Links:
 
     def partners(self, chunk_id: str) -> tuple[str, ...]:
         """The chunks ``chunk_id``'s passage runs into or out of (at most one each way), in reading order."""
-        return tuple(c for c in (self.previous(chunk_id), self.following(chunk_id)) if c is not None)
+        found = self._partners.get(chunk_id)
+        if found is None:
+            found = self._partners[chunk_id] = tuple(c for c in (self.previous(chunk_id), self.following(chunk_id)) if c is not None)
+        return found
 
     @property
     def links(self) -> dict[str, str]:
