@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -227,20 +227,27 @@ class AuditLog:
         """
         if self.registry is None:
             raise ValueError("this AuditLog was opened read-only (no registry)")
-        body = canonical_json(snapshot)
-        digest = hashlib.sha256(body).hexdigest()
-        text, metadata = self._memory(entry, audit_id, digest)
+        rendered = render_audit(audit_id, snapshot, entry, vector=vector)
+        return rendered.digest, self.write_rendered(rendered)
+
+    def write_rendered(self, rendered: RenderedAudit) -> str | None:
+        """:meth:`write_journaled` for a snapshot and entry already rendered (:func:`render_audit`; a pool worker
+        renders them, the process that owns the store writes them): journal, snapshot, Mem0, in that order.
+        Returns the ``audit_journaled`` note when Mem0 did not take the entry, else None."""
+        if self.registry is None:
+            raise ValueError("this AuditLog was opened read-only (no registry)")
+        audit_id = rendered.audit_id
         self._inflight.add(audit_id)
         try:
-            self._journal(self._item(entry.deal_id, text, metadata, vector), durable=not self.background)
+            self._journal(self._item(rendered.deal_id, rendered.text, rendered.metadata, rendered.vector), durable=not self.background)
             try:
-                self._write_body(audit_id, body, digest)
+                self._write_body(audit_id, rendered.body, rendered.digest)
             except BaseException:
                 self._remove_journaled({audit_id})
                 raise
         finally:
             self._inflight.discard(audit_id)
-        return digest, self._deliver(audit_id)
+        return self._deliver(audit_id)
 
     @staticmethod
     def _item(deal_id: str, text: str, metadata: dict[str, Any], vector: np.ndarray | None) -> dict[str, Any]:
@@ -359,15 +366,7 @@ class AuditLog:
         if self.registry is None:
             raise ValueError("this AuditLog was opened read-only (no registry)")
         text, metadata = self._memory(entry, audit_id, snapshot_sha256)
-        return self.record_memory(entry.deal_id, text, metadata, vector=vector)
-
-    def record_memory(self, deal_id: str, text: str, metadata: dict[str, Any], *, vector: np.ndarray | None) -> str | None:
-        """:meth:`record` for an entry already rendered as its Mem0 text and metadata (a worker process renders it,
-        the process that owns the store writes it)."""
-        if self.registry is None:
-            raise ValueError("this AuditLog was opened read-only (no registry)")
-        audit_id = str(metadata.get("audit_id"))
-        self._journal(self._item(deal_id, text, metadata, vector), durable=not self.background)
+        self._journal(self._item(entry.deal_id, text, metadata, vector), durable=not self.background)
         return self._deliver(audit_id)
 
     def flush_journal(self) -> int:
@@ -587,6 +586,28 @@ class AuditLog:
         return text, metadata
 
 
+class RenderedAudit(NamedTuple):
+    """A retrieval's audit, rendered and not yet written: the snapshot's canonical bytes and sha256, the Mem0 entry's
+    text and metadata (which name that sha256) and the query vector that goes with the entry. Plain data: it
+    crosses a process pipe (a pool worker renders, the process owning the store writes: :meth:`AuditLog.write_rendered`)."""
+
+    audit_id: str
+    body: bytes
+    digest: str
+    deal_id: str
+    text: str
+    metadata: dict[str, Any]
+    vector: np.ndarray | None
+
+
+def render_audit(audit_id: str, snapshot: dict[str, Any], entry: RetrievalAuditEntry, *, vector: np.ndarray | None) -> RenderedAudit:
+    """The snapshot's canonical bytes and the Mem0 entry pointing at them (the GIL-bound part of the audit stage)."""
+    body = canonical_json(snapshot)
+    digest = hashlib.sha256(body).hexdigest()
+    text, metadata = AuditLog._memory(entry, audit_id, digest)
+    return RenderedAudit(audit_id, body, digest, entry.deal_id, text, metadata, vector)
+
+
 class SnapshotRows:
     """The snapshot's ``candidates`` and ``rejected`` lists as pre-serialised JSON (orjson fragments).
 
@@ -690,10 +711,11 @@ def record_retrieval(
         "citations": {f"E{i}": r.chunk_id for i, r in enumerate(refs, start=1)},
         "audit_entry": entry.model_dump(mode="json"),
     }
-    if isinstance(sink, AuditLog) and sink.registry is not None:
-        # journal, snapshot, Mem0: a crash anywhere leaves nothing unrecorded
+    if isinstance(sink, AuditLog):
+        # journal, snapshot, Mem0: a crash anywhere leaves nothing unrecorded (a pool worker's sink renders both and
+        # the process that owns the store writes them in that order, AuditLog.write_rendered)
         _, note = sink.write_journaled(audit_id, snapshot, entry, vector=vector)
-    else:  # a worker's deferred sink: the process that owns the store journals and writes the entry
+    else:  # another AuditSink: snapshot, then entry
         digest = sink.write_snapshot(audit_id, snapshot)
         note = sink.record(entry, audit_id=audit_id, snapshot_sha256=digest, vector=vector)
     if note:  # the entry stayed journaled: the summary says so (and replay adds the same note, kept with the entry)
@@ -701,4 +723,4 @@ def record_retrieval(
     return summary, note
 
 
-__all__ = ["AuditLog", "SnapshotRows", "new_audit_id", "record_retrieval"]
+__all__ = ["AuditLog", "RenderedAudit", "SnapshotRows", "new_audit_id", "record_retrieval", "render_audit"]

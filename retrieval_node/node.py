@@ -1,7 +1,10 @@
 """LangGraph integration: ``DealState``, the ``RetrievalNode`` and the adapter registry (spec 7).
 
 The node is a thin shell: state -> intent (through the current agent's adapter)
--> ``RetrievalAgent.retrieve`` -> a partial state update. Retrieval scope is
+-> ``RetrievalAgent.retrieve`` -> a partial state update. A step with a question in state
+(``questions[step]``, a string) asks it instead, as ``RetrievalAgent.ask`` does for a caller bound to the step's
+agent: a :class:`~retrieval_node.models.QuestionIntent` under that agent's contract, with the step's budget, stage
+and trust, audited and referenced in state like any step. Retrieval scope is
 fixed per turn: the node plans once per call and nothing in generation can
 trigger more retrieval.
 
@@ -31,7 +34,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from .agent import RetrievalAgent, intent_from_profile
 from .config import AgentProfile, NodeConfig
 from .errors import TrustRequired, IntentError, UnknownAgentError
-from .models import ContextPackage, RetrievalIntent, RetrievalSummary, TrustContext
+from .models import ContextPackage, RetrievalIntent, RetrievalSummary, Stage, TrustContext
 
 ADAPTER_GROUP = "retrieval_node.adapters"
 #: The ``config["configurable"]`` keys the node reads (any other key is LangGraph's or another node's).
@@ -50,6 +53,8 @@ class DealState(TypedDict, total=False):
 
     ``package_refs`` / ``retrieval_summaries`` / ``audit_ids`` (and ``context_packages`` when the full package
     is put in state) are keyed by step and merged, so every agent's turn stays in state for the rest of the run.
+    ``questions`` maps a step to a free-text question: that step asks it (under its agent's contract) instead of
+    running the agent's profile; keyed by step, a question never leaks into a later step.
     Every value is plain JSON; ``trust`` is a dict (``TrustContext.model_dump(mode="json")``).
     """
 
@@ -65,6 +70,7 @@ class DealState(TypedDict, total=False):
     package_refs: Annotated[dict[str, dict[str, Any]], merge_dicts]
     retrieval_summaries: Annotated[dict[str, dict[str, Any]], merge_dicts]
     audit_ids: Annotated[dict[str, str], merge_dicts]
+    questions: Annotated[dict[str, str], merge_dicts]
 
 
 def package_of(state: Mapping[str, Any], step: str, *, key: str = "context_packages", agent: RetrievalAgent | None = None,
@@ -173,6 +179,7 @@ class StateKeys:
     trust: str = "trust"
     deal_stage: str = "deal_stage"
     budgets: str = "budgets"
+    questions: str = "questions"
 
 
 def package_ref(package: ContextPackage, summary: RetrievalSummary) -> dict[str, Any]:
@@ -286,6 +293,10 @@ class RetrievalNode:
         if not state.get(k.deal_id):
             raise IntentError(f"graph state has no {k.deal_id!r}; the retrieval node needs it (state keys present: {sorted(state)})")
         adapter = self.adapters.get(agent_name)
+        step = state.get(k.current_step) or agent_name
+        question = self._question(state, k, step)
+        if question is not None:
+            return step, self._question_intent(run, agent_name, state[k.deal_id], question)
         # the adapter reads deal, stage and budget where adapters do; the resolved settings are put there
         state_for_adapter = dict(state)
         state_for_adapter["deal_id"] = state[k.deal_id]
@@ -296,8 +307,34 @@ class RetrievalNode:
         intent = adapter.build_intent(state_for_adapter, self.agent.config.agents[agent_name])
         # the profile's defaults the stage's contract takes away are not asked for (an adapter's own additions are)
         intent = self.agent.narrow(intent, agent_name)
-        step = state.get(k.current_step) or agent_name
         return step, intent
+
+    @staticmethod
+    def _question(state: Mapping[str, Any], keys: StateKeys, step: str) -> str | None:
+        """The question state gives ``step`` (``state[keys.questions][step]``), or None: the step runs its profile."""
+        questions = state.get(keys.questions)
+        if questions is None:
+            return None
+        if not isinstance(questions, Mapping):
+            raise IntentError(f"graph state key {keys.questions!r} maps step names to questions; got {type(questions).__name__}")
+        question = questions.get(step)
+        if question is None:
+            return None
+        if not isinstance(question, str) or not question.strip():
+            raise IntentError(f"graph state key {keys.questions!r}, step {step!r}: a question is a non-empty string; got {question!r}")
+        return question
+
+    def _question_intent(self, run: RunSettings, agent_name: str, deal_id: str, question: str) -> RetrievalIntent:
+        """The question's intent under the step agent's contract (as ``RetrievalAgent.ask`` for a caller bound to that
+        agent), with the step's budget (else the agent profile's) and stage. The retrieval itself runs under the
+        call's trust, unchanged: a trust bound to another agent is refused as for a profile step."""
+        profile = self.agent.config.agents[agent_name]
+        base = run.trust
+        if base is None:
+            raise TrustRequired("a TrustContext is required: build RetrievalNode(agent, trust=...) or RetrievalAgent(store, trust=...)")
+        as_agent = base.model_copy(update={"agent_id": profile.agent_id})
+        budget = run.budget if run.budget is not None else profile.max_tokens_budget
+        return self.agent.question_intent(deal_id, question, budget=budget, stage=run.stage or Stage.DILIGENCE, trust=as_agent)
 
     def _update(self, run: RunSettings, step: str, package: ContextPackage, summary: RetrievalSummary) -> dict[str, Any]:
         k = run.keys

@@ -11,10 +11,13 @@ Mem0, the audit journal) and runs the Python part of each call in a worker proce
 * the worker runs the same :class:`~retrieval_node.pipeline.Pipeline` over *remote ports*
   (:mod:`retrieval_node.ports`): query embedding, vector search, the deal's registry listing and the
   pattern listing are requests back to this process, answered by the caller's thread on the real backends;
-* the worker writes the audit snapshot file itself (atomic, fsynced, same bytes) and renders the Mem0
-  audit entry, which comes back with the call's result; this process's :class:`~retrieval_node.audit.AuditLog`
-  writes it (journal + background writer, or a synchronous Mem0 write) before the caller gets the package,
-  while the worker already takes the next call: one writer, each entry recorded once;
+* the worker renders the audit snapshot (its canonical bytes, the GIL-bound part) and the Mem0 audit entry
+  (:func:`~retrieval_node.audit.render_audit`), which come back with the call's result; this process's
+  :class:`~retrieval_node.audit.AuditLog` writes them exactly as an in-process call does
+  (:meth:`~retrieval_node.audit.AuditLog.write_rendered`: the entry journaled, then the snapshot, then the entry
+  to Mem0 or the background writer) before the caller gets the package, while the worker already takes the next
+  call: one writer, each entry recorded once, and a crash between the snapshot and the Mem0 write repaired on
+  the next open. The summary returned is the one in the snapshot (replay returns it);
 * the deal's ingest generation and the pattern generation travel with each call, so a worker reloads a
   deal's registry listing after an ingest (and the patterns after ``patterns add``) in this process exactly
   as the in-process caches do.
@@ -48,7 +51,7 @@ import numpy as np
 
 from .agent import RetrievalAgent
 from .pipeline import Pipeline
-from .audit import AuditLog
+from .audit import AuditLog, RenderedAudit, render_audit
 from .config import NodeConfig
 from .errors import BackendError
 from .models import RetrievalAuditEntry, TrustContext
@@ -149,35 +152,29 @@ class _RemoteBackends:
 
 
 class _DeferredAudit(AuditLog):
-    """The :class:`~retrieval_node.ports.AuditSink` of a worker: snapshots are written here; the Mem0 entry is
-    rendered here and travels back with the call's result, and the parent's AuditLog writes it (after the
-    snapshot, before the caller gets the package). Warm-up (``dry``) calls record nothing."""
+    """The :class:`~retrieval_node.ports.AuditSink` of a worker: it renders the snapshot (canonical bytes) and the
+    Mem0 entry (:func:`~retrieval_node.audit.render_audit`), which travel back with the call's result; the
+    parent's AuditLog writes them as an in-process call does (:meth:`~retrieval_node.audit.AuditLog.write_rendered`:
+    journal, snapshot, Mem0), before the caller gets the package. Warm-up (``dry``) calls record nothing."""
 
-    def __init__(self, directory: Path, key: bytes) -> None:
-        super().__init__(directory, None, key=key)
-        self.memory: tuple[str, str, dict[str, Any], np.ndarray | None] | None = None  # this call's entry, for the parent
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory, None)  # writes nothing: the snapshot's MAC is the writer's, in the parent
+        self.rendered: RenderedAudit | None = None  # this call's audit, for the parent to write
         self.dry = False
 
-    def write_snapshot(self, audit_id: str, snapshot: dict[str, Any]) -> str:
+    def write_journaled(self, audit_id: str, snapshot: dict[str, Any], entry: RetrievalAuditEntry, *,
+                        vector: np.ndarray | None) -> tuple[str, str | None]:
         if self.dry:
-            return ""
-        return super().write_snapshot(audit_id, snapshot)
-
-    def record(self, entry: RetrievalAuditEntry, *, audit_id: str, snapshot_sha256: str, vector: np.ndarray | None) -> str | None:
-        if self.dry:
-            return None
-        text, metadata = self._memory(entry, audit_id, snapshot_sha256)  # rendered here: the parent only writes it
-        self.memory = (entry.deal_id, text, metadata, vector)
-        return None  # a note on a failed write is added by the parent
+            return "", None
+        self.rendered = render_audit(audit_id, snapshot, entry, vector=vector)
+        return self.rendered.digest, None  # a note on a failed Mem0 write is added by the parent
 
 
 def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
     link = _Link(conn)
     try:
         backends = _RemoteBackends(link, Path(home), config)
-        from .store import read_or_create_secret
-
-        audit = _DeferredAudit(Path(home) / "audit", read_or_create_secret(Path(home)))
+        audit = _DeferredAudit(Path(home) / "audit")
         pipeline = Pipeline(backends, config, audit=audit)
     except BaseException as exc:  # reported to the parent, which raises it
         conn.send(("failed", repr(exc)))
@@ -194,7 +191,7 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
         backends.generations[intent.deal_id] = generation
         backends.patterns_gen = patterns_generation
         audit.dry = dry
-        audit.memory = None
+        audit.rendered = None
         try:
             out = pipeline.run(intent, trust)
             if dry:
@@ -205,7 +202,7 @@ def _worker_main(conn: Any, home: str, config: NodeConfig) -> None:
             except Exception:  # an exception that does not pickle
                 conn.send(("err", BackendError(f"retrieval worker: {exc!r}")))
             continue
-        conn.send(("ok", out, audit.memory))
+        conn.send(("ok", out, audit.rendered))
 
 
 # ------------------------------------------------------------------------------ parent side
@@ -357,7 +354,7 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
         recording = False
         try:
             try:
-                out, memory = self._converse(w, intent, trust)
+                out, rendered = self._converse(w, intent, trust)
             except (EOFError, OSError) as exc:  # the worker died mid-call: nothing was recorded for it
                 w = self._replace(w)
                 raise BackendError(f"retrieval worker died during the call ({exc!r}); it was restarted") from exc
@@ -367,27 +364,26 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
         finally:
             self._give(w)  # the worker takes the next call while this process writes the audit entry
         try:
-            return self._record(out, memory)
+            return self._record(out, rendered)
         finally:
             if recording:
                 with self._cond:
                     self._recording -= 1
                     self._cond.notify_all()
 
-    def _record(self, out: Any, memory: tuple[str, str, dict[str, Any], np.ndarray | None] | None) -> Any:
-        """Write the call's Mem0 audit entry (its snapshot is already on disk); the write's time is added to the
-        call's ``audit_ms`` and ``total_ms``, a failed write's note (the entry is journaled) to its fallbacks."""
-        if memory is None:
+    def _record(self, out: Any, rendered: RenderedAudit | None) -> Any:
+        """Write the call's audit as an in-process call does (:meth:`~retrieval_node.audit.AuditLog.write_rendered`:
+        the Mem0 entry journaled, then the snapshot, then the entry to Mem0). The summary is the one in the snapshot:
+        the write's time goes to the metrics only; the ``audit_journaled`` note of an entry Mem0 did not take goes to
+        the fallbacks, and is kept with the entry, so replay returns this summary."""
+        if rendered is None:
             return out
         package, summary, metrics = out
         t = time.perf_counter()
-        deal_id, text, metadata, vector = memory
-        note = self.audit.record_memory(deal_id, text, metadata, vector=vector)
+        note = self.audit.write_rendered(rendered)
         ms = (time.perf_counter() - t) * 1000
-        latency = dict(summary.latency_ms)
-        latency["audit_ms"] = round(latency.get("audit_ms", 0.0) + ms, 3)
-        latency["total_ms"] = round(latency.get("total_ms", 0.0) + ms, 3)
-        summary = summary.model_copy(update={"latency_ms": latency, "fallbacks": [*summary.fallbacks, note] if note else summary.fallbacks})
+        if note:
+            summary = summary.model_copy(update={"fallbacks": [*summary.fallbacks, note]})
         metrics = metrics.model_copy(update={"total_latency_ms": metrics.total_latency_ms + ms})
         return package, summary, metrics
 

@@ -254,3 +254,97 @@ def test_checkpoints_stay_small_with_package_references(node, capsys):
     with capsys.disabled():
         print(f"\nlast checkpoint after four steps: {sizes[False]} bytes with references, {sizes[True]} with full packages")
     assert sizes[False] * 3 < sizes[True]
+
+
+# --------------------------------------------------------------------------- questions from state (issue 19)
+
+RENTAL_QUESTION = "In the condo bylaws, may an owner rent out the unit?"
+BYLAWS = f"{SAMPLE_DEAL_ID}/condo-bylaws.pdf"
+
+
+def test_question_in_state_is_asked_by_its_step_under_the_step_agents_contract(node):
+    """``questions[step]`` turns a step into a question: ranked for it (the document it names, the clause it asks
+    about), under the step agent's contract, budget from the config, audited, referenced in state, replayable."""
+    app = _one_step_graph(node, InMemorySaver())
+    start = {"deal_id": SAMPLE_DEAL_ID, "current_agent": "condo", "current_step": "q1", "questions": {"q1": RENTAL_QUESTION}}
+    out = app.invoke(start, {"configurable": {"thread_id": "question-1", "budget": 900}})
+    ref, summary = out["package_refs"]["q1"], summary_of(out, "q1")
+    assert ref["intent_id"] == "question_v1" and ref["agent_id"] == node.agent.config.agents["condo"].agent_id
+    package = node.package(out, "q1")
+    assert 0 < package.total_tokens <= 900 and {r.document_id for r in package.ordered_chunks} == {BYLAWS}
+    assert "lease" in package.ordered_chunks[0].content.lower()  # the bylaw on leasing, not the bylaws' first page
+    snap = node.agent.audit.read_snapshot(out["audit_ids"]["q1"])
+    assert snap["intent"]["kind"] == "question" and snap["intent"]["query_text"] == RENTAL_QUESTION
+    assert snap["intent"]["max_tokens_budget"] == 900 and snap["contract"]["agent"] == "condo"
+    assert out["audit_ids"]["q1"] == summary.audit_id == ref["audit_id"]
+    replayed, replayed_summary = node.agent.replay(summary.audit_id)
+    assert replayed == package and replayed.package_hash == ref["package_hash"] and replayed_summary == summary
+    # the same question without a budget anywhere: the step agent's profile budget
+    plain = node(start)
+    assert _intent_of(node, plain, "q1")["max_tokens_budget"] == node.agent.config.agents["condo"].max_tokens_budget
+    # a question keyed by another step changes nothing: this step runs its profile
+    other = node({**start, "current_step": "q2"})
+    assert other["package_refs"]["q2"]["intent_id"] == node.agent.config.agents["condo"].intent_id
+
+
+def test_question_step_keeps_the_step_agents_contract_walls(node):
+    """The investigator asking about the lender's instructions: its contract forbids them, so the question finds none."""
+    out = node({"deal_id": SAMPLE_DEAL_ID, "current_agent": "investigator", "current_step": "q",
+                "questions": {"q": "In the lender's instructions, what title requirements apply?"}})
+    package = package_of(out, "q")
+    assert package.ordered_chunks and package.agent_id == node.agent.config.agents["investigator"].agent_id
+    assert "LENDER_INSTRUCTIONS" not in {r.document_role.value for r in package.ordered_chunks}
+    assert node.agent.audit.read_snapshot(out["audit_ids"]["q"])["contract"]["agent"] == "investigator"
+
+
+def test_question_step_never_widens_trust(tiered):
+    from retrieval_node.errors import AccessDenied
+    from tests.test_security import PUBLIC
+
+    store, _chunks = tiered
+    agent = RetrievalAgent(store)
+    start = {"deal_id": "2026-TEST-0001", "current_agent": "investigator", "current_step": "q",
+             "questions": {"q": "Is there a builders' lien, and what does the solicitor's note advise?"}}
+    wide = {"max_sensitivity": "privileged", "authenticated": True, "actor_id": "state-writer"}
+
+    def levels(update):
+        return {c["sensitivity"] for c in update["context_packages"]["q"]["ordered_chunks"] if not c["redacted"]}
+
+    assert "privileged" in levels(RetrievalNode(agent, trust=FULL_TRUST)(start))  # control: the full node reads it
+    public = RetrievalNode(agent, trust=PUBLIC)
+    for update in (public({**start, "trust": wide}), public(start, {"configurable": {"trust": wide}}),
+                   public(start, {"configurable": {"trust_provider": lambda state, config: wide}})):
+        assert update["package_refs"]["q"]["intent_id"] == "question_v1" and levels(update) <= {"public"}
+    with pytest.raises(TrustRequired, match="graph state key 'trust'"):
+        RetrievalNode(agent)({**start, "trust": wide})
+    # a node bound to another agent cannot have its question asked as this step's agent
+    tax_bound = FULL_TRUST.model_copy(update={"agent_id": "tax_r1"})
+    with pytest.raises(AccessDenied, match="tax_r1"):
+        RetrievalNode(agent, trust=tax_bound)(start)
+
+
+@pytest.mark.parametrize("bad", [42, "", "   ", ["Is there a lien?"], {"text": "Is there a lien?"}])
+def test_question_that_is_not_a_non_empty_string_is_a_clear_error(node, bad):
+    start = {"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax", "current_step": "s"}
+    with pytest.raises(IntentError, match=r"'questions'.*'s'.*non-empty string"):
+        node({**start, "questions": {"s": bad}})
+    with pytest.raises(IntentError, match=r"'asks'.*'s'"):
+        node({**start, "asks": {"s": bad}}, {"configurable": {"state_keys": {"questions": "asks"}}})
+
+
+def test_questions_key_that_is_not_a_mapping_is_a_clear_error(node):
+    with pytest.raises(IntentError, match=r"'questions' maps step names.*str"):
+        node({"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax", "current_step": "s", "questions": "Are there tax arrears?"})
+
+
+async def _aask(node, state):
+    return await node.ainvoke(state)
+
+
+def test_async_question_step_matches_sync(node):
+    import asyncio
+
+    state = {"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax", "current_step": "s", "questions": {"s": "Are there tax arrears?"}}
+    a, b = asyncio.run(_aask(node, state)), node(state)
+    assert a["package_refs"]["s"]["intent_id"] == "question_v1"
+    assert a["package_refs"]["s"]["package_hash"] == b["package_refs"]["s"]["package_hash"]

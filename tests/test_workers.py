@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -83,11 +84,80 @@ def test_an_audit_entry_mem0_refuses_is_journaled_and_said(pool, pool_store, mon
         m.setattr(store.registry, "add_audit", down)
         pkg, summary = pool.retrieve_sync(pool.intent_for("investigator", deal_id=DEAL))
     assert pkg.ordered_chunks and any(f.startswith("audit_journaled") for f in summary.fallbacks)
-    assert summary.latency_ms["audit_ms"] > 0 and pool.audit.pending() == 1
+    assert pool.audit.pending() == 1
     assert pool.audit.read_snapshot(summary.audit_id)["package"]["package_hash"] == pkg.package_hash
+    # replay returns the summary as returned, note included, while the entry waits in the journal and after
+    assert pool.replay(summary.audit_id)[1].model_dump(mode="json") == summary.model_dump(mode="json")
     _, later = pool.retrieve_sync(pool.intent_for("tax", deal_id=DEAL))  # flushes the journal first
     assert pool.audit.pending() == 0 and not any(f.startswith("audit") for f in later.fallbacks)
     assert len(store.registry.audit_entries(DEAL, audit_id=summary.audit_id)) == 1
+    assert pool.replay(summary.audit_id)[1].model_dump(mode="json") == summary.model_dump(mode="json")
+
+
+def test_a_pool_call_returns_the_summary_replay_returns(pool):
+    """As in-process: the summary is final before its snapshot is written (its latency_ms stops before the audit;
+    audit and total time are in the metrics), so the summary a pool call returns is the one replay returns."""
+    intent = pool.intent_for("investigator", deal_id=DEAL)
+    pkg, summary = pool.retrieve_sync(intent)
+    assert pkg.ordered_chunks and "audit_ms" not in summary.latency_ms and "total_ms" not in summary.latency_ms
+    replayed_pkg, replayed = pool.replay(summary.audit_id)
+    assert replayed_pkg == pkg and replayed.model_dump(mode="json") == summary.model_dump(mode="json")
+    _, with_metrics, metrics = pool.retrieve_with_metrics(intent)
+    assert pool.replay(with_metrics.audit_id)[1] == with_metrics and metrics.total_latency_ms > 0
+
+
+def test_a_pool_call_journals_its_entry_before_its_snapshot_and_a_crash_is_repaired_on_the_next_open(pool, pool_store):
+    """FAULT INJECTION in the process that owns the store (where the pool's audit is written), as in-process
+    (tests/test_audit.py): the entry is journaled before the snapshot reaches the disk; dying at the journal write
+    leaves no snapshot behind (none exists without its entry); dying between the snapshot and the Mem0 write
+    leaves the entry journaled, and the next AuditLog open writes it, so the snapshot replays."""
+    from retrieval_node.audit import AuditLog
+    from tests.test_audit import Crash, CrashBeforeMem0Registry
+
+    store = pool_store[0]
+    audit = pool.audit
+    snapshots = audit.snapshot_path("aud_x").parent
+    intent = pool.intent_for("investigator", deal_id=DEAL)
+
+    # the order: when the snapshot is written, its entry is already in the journal
+    seen: list[bool] = []
+    write_body = audit._write_body
+
+    def spy(audit_id, body, digest):
+        seen.append(audit.journaled(audit_id) is not None)
+        return write_body(audit_id, body, digest)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(audit, "_write_body", spy)
+        pool.retrieve_sync(intent)
+    assert seen == [True]
+
+    # dying at the journal write: nothing of the call is on disk
+    before = set(snapshots.glob("aud_*.json"))
+
+    def die(*args, **kwargs):
+        raise Crash("killed at the audit journal write (injected fault)")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(audit, "_journal", die)
+        with pytest.raises(Crash):
+            pool.retrieve_sync(intent)
+    assert set(snapshots.glob("aud_*.json")) == before
+
+    # dying between the snapshot and the Mem0 write: repaired when the audit log is next opened
+    real = audit.registry
+    audit.registry = CrashBeforeMem0Registry(real)
+    try:
+        with pytest.raises(Crash):
+            pool.retrieve_sync(intent)
+    finally:
+        audit.registry = real
+    [orphan] = [p.stem for p in set(snapshots.glob("aud_*.json")) - before]
+    assert not store.registry.audit_entries(DEAL, audit_id=orphan) and audit.journaled(orphan) is not None
+    reopened = AuditLog(store.home / "audit", store.registry, key=store.secret())  # the next open writes the journal
+    [entry] = store.registry.audit_entries(DEAL, audit_id=orphan)
+    assert entry["snapshot_sha256"] == json.loads(reopened.snapshot_path(orphan).read_text())["sha256"]
+    assert reopened.pending() == 0 and pool.replay(orphan)[1].audit_id == orphan
 
 
 def test_errors_come_back_as_raised(pool):
