@@ -210,7 +210,9 @@ class RetrievalAgent:
 def replay_snapshot(audit: AuditLog, audit_id: str, trust: TrustContext, *, allow_legacy: bool = False) -> tuple[ContextPackage, RetrievalSummary]:
     """The package of ``audit_id`` as it was given, if ``trust`` may read all of it (as a retrieval would let it):
     the deal in its scopes, every chunk's content within its clearance, every redacted listing at most one level
-    above it. Anything more is :class:`AccessDenied`, not a partial package (a replay is the package as given or nothing)."""
+    above it, and the call that made it no wider than the caller (its summary and notes describe what that call's
+    clearance saw, left-out risks included). Anything more is :class:`AccessDenied`, not a partial package (a replay is
+    the package as given or nothing)."""
     snap = audit.read_snapshot(audit_id, allow_legacy=allow_legacy)
     package = ContextPackage.model_validate(snap["package"])
     fields = package.model_dump(mode="json")
@@ -223,8 +225,26 @@ def replay_snapshot(audit: AuditLog, audit_id: str, trust: TrustContext, *, allo
         levels = sorted({r.sensitivity.value for r in above})
         raise AccessDenied(f"{trust.actor_id} may not replay audit {audit_id}: {len(above)} of its chunk(s) are {', '.join(levels)}, "
                            f"above the caller's clearance ({trust.max_sensitivity.value if trust.authenticated else 'public, unauthenticated'})")
+    made = _recorded_clearance(snap.get("trust"))
+    if made is not None and (made[0] > trust.effective_level or (made[1] and not trust.authenticated)):
+        # the summary, risk summary, table of contents and notes describe the deal as that clearance saw it
+        # (left-out risks with their words, counts of chunks): a narrower caller is refused, not given a part
+        raise AccessDenied(f"{trust.actor_id} may not replay audit {audit_id}: it was made under a wider clearance than the caller's "
+                           f"({trust.max_sensitivity.value if trust.authenticated else 'public, unauthenticated'}); its summary describes "
+                           "what that clearance saw")
     summary = RetrievalSummary.model_validate(snap["summary"])
     return package, summary
+
+
+def _recorded_clearance(recorded: object) -> tuple[int, bool] | None:
+    """(effective level, authenticated) of the caller a snapshot records, or None for a snapshot without one."""
+    if not isinstance(recorded, dict) or "max_sensitivity" not in recorded:
+        return None
+    try:
+        made = TrustContext.model_validate(recorded)
+    except ValueError as exc:
+        raise IntegrityError(f"the snapshot's trust record is malformed: {exc}") from exc
+    return made.effective_level, made.authenticated
 
 
 __all__ = ["RetrievalAgent", "intent_from_profile", "replay_snapshot"]

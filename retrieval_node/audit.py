@@ -313,9 +313,9 @@ class AuditLog:
         if mac is not None:
             if self.key is None:
                 raise IntegrityError(f"audit snapshot {audit_id} carries a MAC but the store's secret (secret.key) is missing: it cannot be verified")
-            if not hmac.compare_digest(mac, _mac(self.key, body)):
+            if not isinstance(mac, str) or not mac.isascii() or not hmac.compare_digest(mac, _mac(self.key, body)):
                 raise IntegrityError(f"audit snapshot {audit_id} fails its MAC: it was modified (or written) by someone without the store's secret")
-        elif self.key is not None and not allow_legacy:
+        elif not allow_legacy:  # with or without a key: a snapshot without a MAC is trusted only when the caller says so
             raise IntegrityError(f"audit snapshot {audit_id} has no MAC: written before snapshots carried one, or stripped of it; "
                                  "replay it with allow_legacy=True (retrieval-node replay --legacy) only if you trust the file")
         try:

@@ -150,15 +150,20 @@ class DealView:
 
         return self._memoised(("toc_groups",), build)
 
-    def toc_targets(self, sections: frozenset[str]) -> dict[tuple[str, str], int]:
-        """Per (document, role): how many of its chunks are of ``sections``."""
-        return self._memoised(("toc_targets", sections),
-                              lambda: {key: sum(1 for c in cs if c.section_type in sections) for key, cs in self.toc_groups()})
+    def toc_targets(self, sections: frozenset[str], trust: TrustContext | None = None) -> dict[tuple[str, str], int]:
+        """Per (document, role): how many of its chunks are of ``sections`` (with ``trust``: of those the caller may
+        see, or see listed without content)."""
+        def seen(c: ChunkView) -> bool:
+            return trust is None or trust.allows(c.deal_id, c.sensitivity) or trust.allows_redacted(c.deal_id, c.sensitivity)
+
+        key = None if trust is None else (trust.effective_level, trust.authenticated, tuple(trust.scopes))
+        return self._memoised(("toc_targets", sections, key),
+                              lambda: {k: sum(1 for c in cs if c.section_type in sections and seen(c)) for k, cs in self.toc_groups()})
 
     def gate(self, plan: ContractPlan, trust: TrustContext, as_of: datetime | None) -> Gate:
         """What ``trust`` may see of this deal under ``plan`` (answers kept on the view per plan and trust)."""
         key = (tuple(plan.allowed_sections), tuple(plan.forbidden_sections), plan.allowed_roles and tuple(plan.allowed_roles),
-               tuple(plan.forbidden_roles), trust.effective_level, tuple(trust.scopes))
+               tuple(plan.forbidden_roles), trust.effective_level, trust.authenticated, tuple(trust.scopes))  # authenticated: listed() depends on it
         return Gate(self, plan, trust, as_of, key, self._memoised(("eligible", key), dict))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .deals import DealView
-from .models import ChunkReference, MaterialRisk, RetrievalIntent
+from .models import ChunkReference, MaterialRisk, RetrievalIntent, TrustContext
 from .risk import term_pattern
 from .values import ChunkView, CoverageReport, Scored, Selection
 
@@ -34,10 +34,11 @@ class Explanation:
 def explain(*, intent: RetrievalIntent, view: DealView, sections: Sequence[str], roles: Sequence[str] | None,
             refs: Sequence[ChunkReference], sel: Selection, scored: dict[str, Scored], report: CoverageReport,
             missed: Sequence[Scored], inspected: int,
-            excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None) -> Explanation:
+            excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None, trust: TrustContext | None = None) -> Explanation:
     """The explanation of one package. ``scored`` is every chunk scored for the call; ``missed`` the material
     ones left out; ``inspected`` the number of search candidates; ``excerpt_for`` the passage carrying a
-    chunk's risk (evidence for a risk stated in numbers only)."""
+    chunk's risk (evidence for a risk stated in numbers only); ``trust`` the caller's (the table of contents names
+    only documents holding chunks it may see or see listed)."""
     distribution: dict[str, int] = {}
     for r in refs:
         if r.redacted:
@@ -45,7 +46,7 @@ def explain(*, intent: RetrievalIntent, view: DealView, sections: Sequence[str],
         for k in sel.chosen[r.chunk_id].terms.risk_kinds:
             distribution[k] = distribution.get(k, 0) + 1
     return Explanation(
-        structural_toc=table_of_contents(view, sections, roles, refs, report),
+        structural_toc=table_of_contents(view, sections, roles, refs, report, trust),
         exclusions_note=exclusions_note(sel, scored, report),
         risk_summary=risk_summary(intent, refs, sel, missed, inspected),
         risk_distribution=distribution,
@@ -111,12 +112,14 @@ def _around(text: str, start: int, end: int, max_chars: int) -> str:
 
 
 def table_of_contents(view: DealView, sections: Sequence[str], roles: Sequence[str] | None, refs: Sequence[ChunkReference],
-                      report: CoverageReport) -> str:
+                      report: CoverageReport, trust: TrustContext | None = None) -> str:
     """Per document (in document order): the included chunks in reading order and how many target-section
-    chunks were left; documents with neither are not listed. Then the required zones' state."""
+    chunks were left; documents with neither are not listed. Then the required zones' state. With ``trust``, only
+    chunks the caller may see, or see listed without content, are counted: a document wholly above its clearance
+    is not named."""
     groups = view.toc_groups()
     wanted = frozenset(sections)
-    targets = view.toc_targets(wanted)
+    targets = view.toc_targets(wanted, trust)
     included: dict[tuple[str, str], list[ChunkView]] = {}
     for r in refs:
         c = view.chunks.get(r.chunk_id)

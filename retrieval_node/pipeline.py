@@ -186,10 +186,10 @@ class Pipeline:
                 report.covered = sorted({z for r in refs for z in r.zones} & set(report.required))
                 report.unfit = sorted(set(report.unfit) | (set(report.required) - set(report.covered) - set(report.absent)))
             missed = [s for cid, s in found.items() if s.material and cid not in sel.chosen]
-            needs_human = _degradations(fallbacks, needs_human, refs=refs, redacted=len(redacted), above_trust=above_trust, missed=missed,
+            needs_human = _degradations(fallbacks, needs_human, refs=refs, redacted=len(redacted), above_trust=above_trust if trust.authenticated else 0, missed=missed,
                                         report=report, budget=budget, searched=bool(scored), what=f"{plan.sections} chunks for deal {intent.deal_id}")
             why = explain(intent=intent, view=view, sections=plan.sections, roles=plan.roles, refs=refs, sel=sel, scored=found, report=report,
-                          missed=missed, inspected=len(scored), excerpt_for=settings.excerpt_for)
+                          missed=missed, inspected=len(scored), excerpt_for=settings.excerpt_for, trust=trust)
             package = build_package(deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id, refs=refs,
                                     structural_toc=why.structural_toc, exclusions_note=why.exclusions_note, total_tokens=total,
                                     risk_summary=why.risk_summary, evidence_code=code)

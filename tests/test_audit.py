@@ -87,7 +87,8 @@ def test_cli_replay_json(small, tmp_path):
     agent = RetrievalAgent(store, trust=FULL_TRUST)
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     out = subprocess.run(
-        [sys.executable, "-m", "retrieval_node.cli", "replay", summary.audit_id, "--store", str(store.home), "--json"],
+        [sys.executable, "-m", "retrieval_node.cli", "replay", summary.audit_id, "--store", str(store.home), "--json",
+         "--max-sensitivity", "privileged"],  # the clearance it was made under
         capture_output=True, text=True, check=True,
     )
     doc = json.loads(out.stdout)

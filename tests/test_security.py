@@ -31,6 +31,29 @@ def test_replay_applies_the_callers_trust(tiered):
     assert agent.replay(summary.audit_id)[0] == pkg  # the clearance that made it replays it, exactly
 
 
+def test_replay_needs_the_clearance_the_package_was_made_under(store, make_chunk, tmp_path):
+    """A package's summary and notes describe the deal as its caller's clearance saw it (left-out risks with their
+    words, counts, the table of contents), so a narrower caller may not replay it even when every packaged chunk is
+    within its clearance; the same or a wider clearance replays it exactly."""
+    from retrieval_node.ingest import Ingestor
+    from tests.conftest import write_jsonl
+
+    chunks = [make_chunk("Certificate of title. Registered owner: Dana Whitford.", section="TITLE_SUMMARY", page=1,
+                         metadata={"sensitivity": "public"}),
+              make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00.", page=2,
+                         metadata={"sensitivity": "public"})]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", chunks)])
+    clerk = TrustContext(max_sensitivity="confidential", authenticated=True, actor_id="agent:clerk")
+    agent = RetrievalAgent(store, trust=clerk)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    assert pkg.ordered_chunks and all(r.sensitivity.value == "public" for r in pkg.ordered_chunks)
+    for narrower in (PUBLIC, ANON):
+        with pytest.raises(AccessDenied, match="wider clearance"):
+            agent.replay(summary.audit_id, trust=narrower)
+    assert agent.replay(summary.audit_id)[0] == pkg
+    assert agent.replay(summary.audit_id, trust=FULL_TRUST)[0] == pkg
+
+
 def test_graph_state_narrows_trust_and_never_widens_it(tiered):
     store, _ = tiered
     agent = RetrievalAgent(store)
@@ -63,7 +86,7 @@ def test_an_unauthenticated_caller_learns_nothing_about_chunks_above_public(tier
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     assert [r.chunk_id for r in pkg.ordered_chunks] == [chunks[0].chunk_id]
     assert not any(r.redacted for r in pkg.ordered_chunks)
-    assert summary.fallbacks and not any(f.startswith("redacted") for f in summary.fallbacks)
+    assert not any(f.startswith(("redacted", "filtered_by_trust")) for f in summary.fallbacks)  # not even a count
 
 
 def test_trust_narrowing_is_a_meet():
@@ -132,5 +155,14 @@ def test_a_forged_or_swapped_snapshot_does_not_replay(tiered):
     with pytest.raises(IntegrityError, match="no MAC"):
         agent.replay(a.audit_id)
     assert agent.replay(a.audit_id, allow_legacy=True)[1].audit_id == a.audit_id  # only when the caller says so
+    from retrieval_node.audit import AuditLog
+    keyless = AuditLog(agent.audit.directory, registry=None, key=None)  # a copy of the store without secret.key
+    with pytest.raises(IntegrityError, match="no MAC"):  # a missing key does not make a MAC-less file trusted
+        keyless.read_snapshot(a.audit_id)
+    for bad in (7, ["x"], "é" * 64):  # a MAC of the wrong type is a failed MAC, not a TypeError
+        path_a.write_bytes(original)
+        _forge(path_a, lambda snap, wrapper, bad=bad: wrapper.update(mac=bad))
+        with pytest.raises(IntegrityError, match="MAC"):
+            agent.replay(a.audit_id)
     path_a.write_bytes(original)
     assert agent.replay(a.audit_id)[0] == pkg_a

@@ -46,6 +46,37 @@ def test_unauthenticated_callers_see_public_only(tiered):
     assert [r.chunk_id for r in full] == [chunks[0].chunk_id]
 
 
+@pytest.mark.parametrize("first", ["anonymous", "reader"])
+def test_a_shared_deal_view_keeps_an_unauthenticated_caller_blind(store, make_chunk, tmp_path, first):
+    """Whatever another caller asked first on the same deal view: no redacted listing, no count of hidden chunks and
+    no table-of-contents line naming a document wholly above public. An authenticated public caller still gets the
+    confidential chunk listed without content."""
+    from retrieval_node.ingest import Ingestor
+    from tests.conftest import write_jsonl
+
+    secret_doc = f"{DEAL}/quiet-settlement-file.pdf"
+    chunks = [
+        make_chunk("Certificate of title. Registered owner: Dana Whitford.", section="TITLE_SUMMARY", page=1, metadata={"sensitivity": "public"}),
+        make_chunk("252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00.", document_id=secret_doc, page=1,
+                   metadata={"sensitivity": "confidential"}),
+        make_chunk("Instrument 252 114 999: caveat re purchase option, Larch Holdings.", document_id=secret_doc, page=2,
+                   metadata={"sensitivity": "confidential"}),
+    ]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", chunks)])
+    agent = RetrievalAgent(store)
+    anon = TrustContext(max_sensitivity="confidential", authenticated=False, actor_id="anonymous")
+    intent = agent.intent_for("investigator", deal_id=DEAL)
+    order = [anon, READER] if first == "anonymous" else [READER, anon]
+    got = {t.actor_id: agent.retrieve_sync(intent, trust=t) for t in order}
+    pkg, summary = got["anonymous"]
+    assert [r.chunk_id for r in pkg.ordered_chunks] == [chunks[0].chunk_id]
+    said = "\n".join([pkg.to_prompt(), pkg.structural_toc, pkg.exclusions_note, pkg.risk_summary, *summary.fallbacks])
+    assert "quiet-settlement-file" not in said and "252 114" not in said
+    assert not any(f.startswith(("filtered_by_trust", "redacted")) for f in summary.fallbacks)
+    reader_pkg, _ = got[READER.actor_id]
+    assert {r.chunk_id for r in reader_pkg.ordered_chunks if r.redacted} == {chunks[1].chunk_id, chunks[2].chunk_id}
+
+
 def test_scope_limits_deals(tiered):
     store, _ = tiered
     agent = RetrievalAgent(store)
