@@ -166,9 +166,10 @@ class RetrievalAgent:
             )
         return caller
 
-    def get_chunk(self, chunk_id: str, *, trust: TrustContext | None = None) -> ChunkReference:
+    def get_chunk(self, chunk_id: str, *, trust: TrustContext | None = None, stage: Stage | str = Stage.DILIGENCE) -> ChunkReference:
         """One chunk by id: the full reference, a redacted one (one level above the caller's trust),
-        :class:`AccessDenied`, or :class:`ChunkNotFound`."""
+        :class:`AccessDenied`, or :class:`ChunkNotFound`. A caller bound to an agent (``trust.agent_id``) reads only
+        chunks its agent's contract allows at ``stage`` (a tax agent never reads lender instructions by id either)."""
         caller = self._trust(trust)
         payload = self.store.chunks.payloads([point_id(chunk_id, 0)]).get(point_id(chunk_id, 0))
         if payload is None or "content" not in payload:
@@ -177,6 +178,15 @@ class RetrievalAgent:
         if sha256_hex(payload["content"]) != payload["content_hash"]:
             raise IntegrityError(f"chunk {chunk_id} does not match its content_hash")
         ref = to_reference(view_from_payload(payload))
+        if caller.agent_id is not None:
+            bound = next((name for name, p in self.config.agents.items() if p.agent_id == caller.agent_id), None)
+            if bound is None:
+                raise AccessDenied(f"{caller.actor_id} is bound to agent {caller.agent_id!r}, which no configured profile is; "
+                                   f"its contract is unknown, so chunk {chunk_id} is not served")
+            plan = self.pipeline.plan(self.intent_for(bound, deal_id=deal, stage=stage))
+            if not plan.allows(ref.section_type.value, ref.document_role.value):
+                raise AccessDenied(f"{caller.actor_id} (agent {caller.agent_id}) may not read chunk {chunk_id}: "
+                                   f"{ref.section_type.value} of a {ref.document_role.value} document is outside the {bound} contract")
         if caller.allows(deal, sensitivity):
             return ref
         if caller.allows_redacted(deal, sensitivity):

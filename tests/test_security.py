@@ -80,6 +80,25 @@ def test_an_intent_cannot_choose_another_agents_contract(tiered):
     agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))  # its own contract still works
 
 
+def test_a_caller_bound_to_an_agent_reads_by_id_only_what_its_contract_allows(store, make_chunk, tmp_path):
+    from retrieval_node.ingest import Ingestor
+    from tests.conftest import write_jsonl
+
+    lender = make_chunk("Lender instructions: fund on closing; payout of mortgage 221 044 519 required.", role="LENDER_INSTRUCTIONS",
+                        section="GENERAL", document_id=f"{DEAL}/lender.pdf")
+    tax_cert = make_chunk("Tax certificate: 2025 taxes paid in full; arrears $0.00.", role="TAX_CERTIFICATE", section="TAX_ARREARS",
+                          document_id=f"{DEAL}/tax.pdf")
+    Ingestor(store).ingest([write_jsonl(tmp_path / "t.jsonl", [lender, tax_cert])])
+    tax_caller = FULL_TRUST.model_copy(update={"agent_id": "tax_r1", "actor_id": "agent:tax_r1"})
+    agent = RetrievalAgent(store, trust=tax_caller)
+    assert agent.get_chunk(tax_cert.chunk_id).content == tax_cert.content
+    with pytest.raises(AccessDenied, match="outside the tax contract"):
+        agent.get_chunk(lender.chunk_id)
+    assert agent.get_chunk(lender.chunk_id, trust=FULL_TRUST).content == lender.content  # an unbound operator may
+    with pytest.raises(AccessDenied, match="no configured profile"):
+        agent.get_chunk(tax_cert.chunk_id, trust=FULL_TRUST.model_copy(update={"agent_id": "ghost_r9"}))
+
+
 def test_an_unauthenticated_caller_learns_nothing_about_chunks_above_public(tiered):
     store, chunks = tiered
     agent = RetrievalAgent(store, trust=ANON)
