@@ -415,8 +415,10 @@ def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
     and answer "no registered chunks")."""
     path = home / MANIFEST
     on_disk = _engines_on_disk(home, config)
-    suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS} | {"format": MANIFEST_FORMAT}, sort_keys=True)
+    suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS}
+                           | {"format": MANIFEST_FORMAT, _BACKEND_KEY: config.retrieval.embedding_backend}, sort_keys=True)
     fix = (f"restore it from a backup, or write {suggested} (what this store's directories hold) into it; "
+           f"{_BACKEND_KEY} is the configured one: write the backend the store was ingested with if it was another; "
            "nothing in the store was changed")
     try:
         recorded = json.loads(path.read_bytes().decode("utf-8"))
