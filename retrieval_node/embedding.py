@@ -379,8 +379,12 @@ def onnx_cache_dir(explicit: str | None = None) -> Path:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = Path(base) / "retrieval-node" / "onnx"
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = root.stat()
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = root.stat()
+    except OSError as exc:
+        raise EmbeddingModelMissing(f"cannot create the ONNX cache directory {root} ({exc}); set embedding_onnx_dir "
+                                    "(RETRIEVAL_NODE_EMBEDDING_ONNX_DIR) to a writable directory of your own") from exc
     if st.st_uid == os.getuid():
         os.chmod(root, 0o700)
     elif st.st_mode & 0o022:
