@@ -52,8 +52,7 @@ def test_legalbench_smoke(tmp_path):
     assert data["routing"]["documents_in_deal"] > data["data"]["documents_referenced"]  # routed among more than the gold files
 
 
-@pytest.mark.slow
-def test_embedding_backends_smoke(tmp_path):
+def test_embedding_backends_smoke(tmp_path):  # ~20 s: not marked slow
     pytest.importorskip("onnxruntime")
     data = _run(["benchmarks/embedding_backends.py", "--smoke"], tmp_path / "emb.json")
     res = data["results"]
