@@ -70,6 +70,17 @@ class RetrievalConfig(_Strict):
     )
     embedding_model_path: str | None = Field(None, description="Explicit local model directory (overrides the packaged one).")
     embedding_dimension: int = Field(384, gt=0)
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        "torch",
+        description="What runs the model: 'torch' (sentence-transformers on PyTorch, fp32; the default), 'onnx' (ONNX "
+        "Runtime, fp32) or 'onnx-int8' (ONNX Runtime, dynamic int8 weights); the ONNX ones need the onnx extra and "
+        "export the packaged model once into embedding_onnx_dir. A store keeps the backend it was created with "
+        "(store.json): its vectors come from it, so opening it with another is refused.",
+    )
+    embedding_onnx_dir: str | None = Field(
+        None, description="Where the ONNX exports are kept (owner-only); None = $XDG_CACHE_HOME/retrieval-node/onnx "
+        "or ~/.cache/retrieval-node/onnx.",
+    )
     embedding_batch_size: int = Field(64, gt=0, le=4096, description="Texts per embedding batch.")
     window_tokens: int = Field(
         200, ge=32, le=254,

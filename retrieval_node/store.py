@@ -191,9 +191,13 @@ class Store:
         try:
             # loaded on its first real use (ingest, a query text not in the query-vector cache, patterns add)
             embedder = embedder or LazyEmbedder(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size,
-                                                dimension=rc.embedding_dimension)
+                                                dimension=rc.embedding_dimension, backend=rc.embedding_backend,
+                                                onnx_dir=rc.embedding_onnx_dir)
             if embedder.dimension != rc.embedding_dimension:
                 raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
+            if getattr(embedder, "backend", rc.embedding_backend) != rc.embedding_backend:
+                raise ConfigError(f"the embedder passed in runs embedding_backend {embedder.backend!r} but the configuration says "
+                                  f"{rc.embedding_backend!r}; vectors and the store's record of their backend would disagree")
             tokens = TiktokenCounter(rc.tokenizer_encoding)
             config = _resolve_engines(home, config)
             rc = config.retrieval
@@ -344,6 +348,8 @@ class Store:
 
 MANIFEST = "store.json"
 _ENGINE_KEYS = ("vector_backend", "mem0_vector_store")
+#: the embedding backend the store's vectors come from (a manifest without it is from before backends: torch)
+_BACKEND_KEY = "embedding_backend"
 
 
 def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
@@ -356,10 +362,20 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
         recorded = _read_manifest(home, config)
     elif (home / "qdrant" / "collection" / f"{rc.collection_prefix}_mem0").exists() and not (home / "mem0_edge").exists():
         recorded = {"mem0_vector_store": "qdrant"}  # a store from before the manifest: Mem0 in qdrant-client local mode
+    if not path.exists() and ((home / "vectors").is_dir() or (home / "mem0_edge").is_dir() or (home / "qdrant").is_dir()):
+        recorded[_BACKEND_KEY] = "torch"  # a store from before the manifest: its vectors are PyTorch's
     if rc.mem0_vector_store == "auto":
         engine = recorded.get("mem0_vector_store", "edge")
         config = config.model_copy(update={"retrieval": rc.model_copy(update={"mem0_vector_store": engine})})
         rc = config.retrieval
+    backend = recorded.get(_BACKEND_KEY)
+    if backend is not None and backend != rc.embedding_backend:
+        raise ConfigError(
+            f"{home}: this store's vectors were made with embedding_backend: {backend}, but the configuration says "
+            f"{rc.embedding_backend}; queries embedded by another backend would be compared with vectors they were not "
+            f"made to match. Set embedding_backend: {backend} (or RETRIEVAL_NODE_EMBEDDING_BACKEND={backend}) to open it, "
+            "or ingest into a new store"
+        )
     for key in _ENGINE_KEYS:
         if key in recorded and recorded[key] != getattr(rc, key):
             raise ConfigError(
@@ -399,8 +415,10 @@ def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
     and answer "no registered chunks")."""
     path = home / MANIFEST
     on_disk = _engines_on_disk(home, config)
-    suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS} | {"format": MANIFEST_FORMAT}, sort_keys=True)
+    suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS}
+                           | {"format": MANIFEST_FORMAT, _BACKEND_KEY: config.retrieval.embedding_backend}, sort_keys=True)
     fix = (f"restore it from a backup, or write {suggested} (what this store's directories hold) into it; "
+           f"{_BACKEND_KEY} is the configured one: write the backend the store was ingested with if it was another; "
            "nothing in the store was changed")
     try:
         recorded = json.loads(path.read_bytes().decode("utf-8"))
@@ -425,7 +443,11 @@ def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
             problems.append(f"{key} is {value!r} but this store's data is in the {on_disk[key]} engine")
     if problems:
         raise ConfigError(f"{path}: the store manifest was edited or damaged ({'; '.join(problems)}); {fix}")
-    return {key: recorded[key] for key in _ENGINE_KEYS}
+    backend = recorded.get(_BACKEND_KEY, "torch")
+    if backend not in ("torch", "onnx", "onnx-int8"):
+        raise ConfigError(f"{path}: the store manifest was edited or damaged ({_BACKEND_KEY} is {backend!r}, not one of "
+                          f"torch, onnx, onnx-int8); write back the backend its vectors were made with; nothing in the store was changed")
+    return {key: recorded[key] for key in _ENGINE_KEYS} | {_BACKEND_KEY: backend}
 
 
 SECRET_FILE = "secret.key"
@@ -489,7 +511,7 @@ def _write_manifest(home: Path, config: NodeConfig) -> None:
     if path.exists():
         return
     rc = config.retrieval
-    body = {key: getattr(rc, key) for key in _ENGINE_KEYS} | {"format": MANIFEST_FORMAT}
+    body = {key: getattr(rc, key) for key in _ENGINE_KEYS} | {"format": MANIFEST_FORMAT, _BACKEND_KEY: rc.embedding_backend}
     tmp = path.with_suffix(".json.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -50,3 +50,11 @@ def test_legalbench_smoke(tmp_path):
         assert res["ALL"]["queries"] == data["data"]["queries_evaluated"] and "contractnli" in res["by_subset"]
         assert set(res["ALL"]["recall_at_k_pct"]) == {"1", "2", "4", "8", "16", "32", "64"}
     assert data["routing"]["documents_in_deal"] > data["data"]["documents_referenced"]  # routed among more than the gold files
+
+
+def test_embedding_backends_smoke(tmp_path):  # ~20 s: not marked slow
+    pytest.importorskip("onnxruntime")
+    data = _run(["benchmarks/embedding_backends.py", "--smoke"], tmp_path / "emb.json")
+    res = data["results"]
+    assert set(res) == {"torch", "onnx", "onnx-int8"} and all(r["best_chunks_per_s"] > 0 for r in res.values())
+    assert res["onnx"]["cosine_vs_torch"]["min"] >= 0.9999 and res["onnx-int8"]["cosine_vs_torch"]["min"] >= 0.95

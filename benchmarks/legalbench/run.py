@@ -426,7 +426,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"({len(referenced)} referenced + {len(indexed) - len(referenced)} others), chunks <= {args.chunk_chars} chars, store {workdir}", flush=True)
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    embedder = SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size)
+    embedder = SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size,
+                                              backend=rc.embedding_backend, onnx_dir=rc.embedding_onnx_dir)
     counter = TiktokenCounter(rc.tokenizer_encoding)
     timings["model_load_s"] = round(time.perf_counter() - t, 2)
 
