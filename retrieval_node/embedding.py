@@ -232,21 +232,19 @@ def model_identity(path: str, backend: str = "torch") -> str:
                     h.update(hashlib.sha256(fh.read()).digest())
             else:
                 h.update(str(st.st_mtime_ns).encode())
-    for dist in ("torch", "transformers", "sentence-transformers"):
-        try:
-            version = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            version = "-"
-        h.update(f"{dist}={version}\0".encode())
+    def versions(*dists: str) -> None:
+        for dist in dists:
+            try:
+                version = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                version = "-"
+            h.update(f"{dist}={version}\0".encode())
+
+    versions("torch", "transformers", "sentence-transformers")
     h.update(f"pool={POOL_WINDOW_TOKENS}/{POOL_OVERLAP_TOKENS}".encode())
     if backend == "torch":
         return "minilm:" + h.hexdigest()[:32]
-    for dist in ("onnxruntime", "onnx"):
-        try:
-            version = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            version = "-"
-        h.update(f"{dist}={version}\0".encode())
+    versions("onnxruntime", "onnx")
     h.update(f"backend={backend}\0opset={ONNX_OPSET}\0{_QUANT_SETTINGS if backend == 'onnx-int8' else ''}".encode())
     return f"minilm-{backend}:" + h.hexdigest()[:32]
 
