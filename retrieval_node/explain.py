@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from .deals import DealView
 from .models import ChunkReference, MaterialRisk, RetrievalIntent, TrustContext
+from .passages import is_furniture
 from .risk import term_pattern
 from .values import ChunkView, CoverageReport, Scored, Selection
 
@@ -50,14 +51,19 @@ def explain(*, intent: RetrievalIntent, view: DealView, sections: Sequence[str],
         exclusions_note=exclusions_note(sel, scored, report),
         risk_summary=risk_summary(intent, refs, sel, missed, inspected),
         risk_distribution=distribution,
-        material_risks=material_risks(refs, sel, missed, excerpt_for),
+        material_risks=material_risks(refs, sel, missed, excerpt_for, furniture=lambda c: view.passage_links().furniture(c.document_id)),
     )
 
 
 def material_risks(refs: Sequence[ChunkReference], sel: Selection, missed: Sequence[Scored],
-                   excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None) -> list[MaterialRisk]:
+                   excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None,
+                   furniture: Callable[[ChunkView], set[str]] | None = None) -> list[MaterialRisk]:
     """``summary.material_risks``: every packaged chunk with a material risk (in citation order), then every one
-    left out, each with its kinds and the verbatim words that carry it."""
+    left out, each with its kinds and the verbatim words that carry it (``furniture``: the running header and footer
+    shapes of a chunk's document, never the first words of its evidence)."""
+    def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None) -> str:
+        return _risk_evidence(s, excerpt_for, furniture=furniture(s.chunk) if furniture is not None else frozenset())
+
     out = []
     for r in refs:
         if r.redacted:
@@ -71,18 +77,26 @@ def material_risks(refs: Sequence[ChunkReference], sel: Selection, missed: Seque
 
 
 def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None,
-                  max_chars: int = EVIDENCE_MAX_CHARS) -> str:
+                  max_chars: int = EVIDENCE_MAX_CHARS, *, furniture: set[str] = frozenset()) -> str:  # type: ignore[assignment]
     """The verbatim words of ``s``'s chunk that carry its risk: the line around its first material term found in the
-    text; for a risk read from numbers (or a term broken across lines), the passage that carries it; at worst the
-    chunk's opening. Always a substring of the chunk's content."""
+    text; for a risk read from numbers (or a term broken across lines), the passage that carries it, from its first
+    line that is not a running header, footer or page number (``furniture``: :meth:`~retrieval_node.passages.Links.furniture`);
+    at worst the chunk's opening. Always a substring of the chunk's content."""
+    return _risk_evidence(s, excerpt_for, max_chars, furniture=furniture)
+
+
+def _risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None,
+                   max_chars: int = EVIDENCE_MAX_CHARS, *, furniture: set[str] = frozenset()) -> str:  # type: ignore[assignment]
     text = s.chunk.content
     found = _term_evidence(text, tuple(s.terms.risk_terms), max_chars)
     if found is not None:
         return found
     span = s.span or (excerpt_for(s.chunk) if excerpt_for is not None else None)
     if span is not None:
+        span = _past_furniture(text, span, furniture)
         return _around(text, span[0], span[0], max_chars) if span[1] - span[0] > max_chars else text[span[0]:span[1]].strip() or text.strip()[:max_chars]
-    return _around(text, 0, 0, max_chars)
+    start = _past_furniture(text, (0, len(text)), furniture)[0]  # the chunk's opening, after its running header
+    return _around(text, start, start, max_chars)
 
 
 @lru_cache(maxsize=16384)
@@ -98,6 +112,21 @@ def _term_evidence(text: str, terms: tuple[str, ...], max_chars: int) -> str | N
 @lru_cache(maxsize=4096)
 def _case_blind(term: str) -> re.Pattern[str]:
     return re.compile(term_pattern(term).pattern, re.IGNORECASE)
+
+
+def _past_furniture(text: str, span: tuple[int, int], furniture: set[str]) -> tuple[int, int]:
+    """``span`` started after its leading running-header, footer, page-number and blank lines (unchanged when
+    nothing else would be left)."""
+    start, end = span
+    while start < end:
+        eol = text.find("\n", start, end)
+        if eol == -1:
+            break
+        line = text[start:eol]
+        if line.strip() and not is_furniture(line, furniture):
+            break
+        start = eol + 1
+    return (start, end) if text[start:end].strip() else span
 
 
 def _around(text: str, start: int, end: int, max_chars: int) -> str:

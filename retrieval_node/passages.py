@@ -72,6 +72,13 @@ def _furniture(chunks: Sequence[ChunkView]) -> set[str]:
     return {shape for shape, n in seen.items() if n >= floor}
 
 
+def is_furniture(line: str, furniture: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Whether ``line`` is a running header or footer of its document (``furniture``: :meth:`Links.furniture`) or a
+    page-number line."""
+    line = line.strip()
+    return bool(line) and (_shape(line) in furniture or _PAGE_LINE.fullmatch(line) is not None)
+
+
 def body_lines(text: str, furniture: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
     """The chunk's lines without the running header/footer lines around them and without page-number lines."""
     lines = _lines(text)
@@ -131,6 +138,14 @@ class Links:
         self._claimed: dict[str, str | None] = {}
         self._partners: dict[str, tuple[str, ...]] = {}  # answers of partners(), final once asked (the chunks never change)
         self._lock = threading.Lock()
+
+    def furniture(self, document_id: str) -> set[str]:
+        """Shapes of the running header and footer lines of ``document_id`` (see :func:`is_furniture`)."""
+        with self._lock:
+            found = self._furniture.get(document_id)
+            if found is None:
+                found = self._furniture[document_id] = _furniture(self._docs.get(document_id, []))
+            return found
 
     def _body(self, c: ChunkView) -> list[str]:
         body = self._bodies.get(c.chunk_id)
@@ -238,4 +253,4 @@ def companions(scored: Sequence[Scored], *, links: Links, chunks: Mapping[str, C
     return {mid: sorted(v, key=lambda x: x.chunk.reading_key) for mid, v in out.items()}, added
 
 
-__all__ = ["Links", "body_lines", "companions", "continuation_links", "continues", "leads_on"]
+__all__ = ["Links", "body_lines", "companions", "continuation_links", "continues", "is_furniture", "leads_on"]

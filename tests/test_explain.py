@@ -37,6 +37,27 @@ def test_a_risk_read_from_numbers_quotes_the_passage_that_carries_it():
     assert risk_evidence(s, excerpt_for=lambda c: (start, text.index("\nNext"))) == "Closing balance $41,000; recommended balance $390,000."
 
 
+def test_evidence_read_from_numbers_does_not_open_on_a_running_header():
+    """A header every page of the document repeats, a page-number line or a blank line is not the first thing a lawyer
+    reads as the evidence of a risk the numbers carry; with nothing else in the passage the passage stays as it was."""
+    from retrieval_node.passages import continuation_links
+
+    header = "HARBOUR VIEW CONDOMINIUM - RESALE FILE 4471 - UNIT 12"
+    pages = [f"{header}\n\nMinutes of the board, item {i}: landscaping contract renewed.\n\nPage {i} of 9" for i in range(1, 5)]
+    table = (f"{header}\n\nPage 5 of 9\nYear Opening Contributions Expenditures Closing\n"
+             "2031 $412,000 $96,000 $560,000 $-52,000\n2032 $-52,000 $99,000 $10,000 $37,000")
+    chunks = [_chunk(t, n) for n, t in enumerate([*pages, table], start=1)]
+    furniture = continuation_links(chunks).furniture(chunks[0].document_id)
+    s = Scored(chunk=chunks[-1], terms=ScoreTerms(risk=0.9, risk_kinds=("reserve_shortfall",)))
+    whole = (0, len(table))
+    ev = risk_evidence(s, excerpt_for=lambda c: whole, furniture=furniture)
+    assert ev.startswith("Year Opening Contributions") and "$-52,000" in ev and ev in table
+    assert risk_evidence(s, excerpt_for=lambda c: whole).startswith(header)  # without the document's furniture: as before
+    only_header = (0, len(header))
+    assert risk_evidence(s, excerpt_for=lambda c: only_header, furniture=furniture) == header
+    assert risk_evidence(s, furniture=furniture).startswith("Year Opening Contributions")  # no passage: the opening, past the header
+
+
 def test_packaged_and_left_out_risks_are_listed_and_plain_or_redacted_chunks_are_not():
     lien = _scored("CAVEAT 212 300 111 re: purchaser's interest, caveator H. Finch", ("caveat",), ("caveat re",), n=1)
     plain = _scored("Certificate of title. Registered owner M. Olsen.", (), n=2)
