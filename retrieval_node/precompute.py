@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 from . import risk
 from .config import NodeConfig, RiskLexicon
+from .query_cache import owner_only_sqlite
 from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, risk_signal
 
 #: the findings file inside the store directory
@@ -105,10 +105,7 @@ class ChunkFindings:
         self.settings = risk_settings(config)
         self.fingerprint = fingerprint(config)
         self._lock = threading.Lock()
-        if not path.exists():  # owner-only before SQLite opens it (its journal takes the same mode)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-        os.chmod(path, 0o600)
-        self._conn: sqlite3.Connection | None = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn: sqlite3.Connection | None = owner_only_sqlite(path)
         self._conn.execute("CREATE TABLE IF NOT EXISTS findings (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
                            "setting TEXT NOT NULL, material INTEGER NOT NULL, signal TEXT, spans TEXT, "
                            "PRIMARY KEY (fingerprint, deal_id, chunk_id, setting))")

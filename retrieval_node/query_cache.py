@@ -29,6 +29,16 @@ QUERY_DB = "query_vectors.db"
 MAX_TEXT_CHARS = 8_000
 
 
+def owner_only_sqlite(path: Path) -> sqlite3.Connection:
+    """A SQLite file of the store opened in autocommit mode, created owner-only (0600) before SQLite opens it, so
+    its journal takes the same mode; an existing file is made 0600 again. Shared by the query-vector cache and the
+    chunk findings (precompute.py)."""
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
+    return sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+
+
 class QueryVectorCache:
     """Query text -> unit vector, persisted in the store directory under one model key.
 
@@ -42,11 +52,7 @@ class QueryVectorCache:
         self.dimension = dimension
         self._lock = threading.Lock()
         self._mem: dict[str, np.ndarray] = {}
-        if not path.exists():  # created owner-only before SQLite opens it (its journal takes the same mode)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-            os.close(fd)
-        os.chmod(path, 0o600)
-        self._conn: sqlite3.Connection | None = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn: sqlite3.Connection | None = owner_only_sqlite(path)
         self._conn.execute("CREATE TABLE IF NOT EXISTS query_vectors (model_key TEXT NOT NULL, text TEXT NOT NULL, "
                            "vector BLOB NOT NULL, PRIMARY KEY (model_key, text))")
         self._conn.execute("DELETE FROM query_vectors WHERE model_key != ?", (model_key,))  # another model: stale
@@ -120,4 +126,4 @@ def zone_query_text(zone: str, query_text: str) -> str:
     return f"{zone.replace('_', ' ')}: {query_text}"
 
 
-__all__ = ["QUERY_DB", "QueryVectorCache", "profile_query_texts", "zone_query_text"]
+__all__ = ["QUERY_DB", "QueryVectorCache", "owner_only_sqlite", "profile_query_texts", "zone_query_text"]
