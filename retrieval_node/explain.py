@@ -61,8 +61,8 @@ def material_risks(refs: Sequence[ChunkReference], sel: Selection, missed: Seque
     """``summary.material_risks``: every packaged chunk with a material risk (in citation order), then every one
     left out, each with its kinds and the verbatim words that carry it (``furniture``: the running header and footer
     shapes of a chunk's document, never the first words of its evidence)."""
-    def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None) -> str:
-        return _risk_evidence(s, excerpt_for, furniture=furniture(s.chunk) if furniture is not None else frozenset())
+    def evidence(s: Scored) -> str:
+        return risk_evidence(s, excerpt_for, furniture=furniture(s.chunk) if furniture is not None else frozenset())
 
     out = []
     for r in refs:
@@ -70,8 +70,8 @@ def material_risks(refs: Sequence[ChunkReference], sel: Selection, missed: Seque
             continue
         s = sel.chosen[r.chunk_id]
         if s.material:
-            out.append(MaterialRisk(chunk_id=r.chunk_id, kinds=list(s.terms.risk_kinds), in_package=True, evidence=risk_evidence(s, excerpt_for)))
-    out += [MaterialRisk(chunk_id=s.chunk.chunk_id, kinds=list(s.terms.risk_kinds), in_package=False, evidence=risk_evidence(s, excerpt_for))
+            out.append(MaterialRisk(chunk_id=r.chunk_id, kinds=list(s.terms.risk_kinds), in_package=True, evidence=evidence(s)))
+    out += [MaterialRisk(chunk_id=s.chunk.chunk_id, kinds=list(s.terms.risk_kinds), in_package=False, evidence=evidence(s))
             for s in missed]
     return out
 
@@ -82,11 +82,6 @@ def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] 
     text; for a risk read from numbers (or a term broken across lines), the passage that carries it, from its first
     line that is not a running header, footer or page number (``furniture``: :meth:`~retrieval_node.passages.Links.furniture`);
     at worst the chunk's opening. Always a substring of the chunk's content."""
-    return _risk_evidence(s, excerpt_for, max_chars, furniture=furniture)
-
-
-def _risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] | None] | None = None,
-                   max_chars: int = EVIDENCE_MAX_CHARS, *, furniture: set[str] = frozenset()) -> str:  # type: ignore[assignment]
     text = s.chunk.content
     found = _term_evidence(text, tuple(s.terms.risk_terms), max_chars)
     if found is not None:

@@ -142,18 +142,18 @@ class Links:
     def furniture(self, document_id: str) -> set[str]:
         """Shapes of the running header and footer lines of ``document_id`` (see :func:`is_furniture`)."""
         with self._lock:
-            found = self._furniture.get(document_id)
-            if found is None:
-                found = self._furniture[document_id] = _furniture(self._docs.get(document_id, []))
-            return found
+            return self._furniture_of(document_id)
+
+    def _furniture_of(self, document_id: str) -> set[str]:  # caller holds the lock
+        found = self._furniture.get(document_id)
+        if found is None:
+            found = self._furniture[document_id] = _furniture(self._docs.get(document_id, []))
+        return found
 
     def _body(self, c: ChunkView) -> list[str]:
         body = self._bodies.get(c.chunk_id)
         if body is None:
-            furniture = self._furniture.get(c.document_id)
-            if furniture is None:
-                furniture = self._furniture[c.document_id] = _furniture(self._docs[c.document_id])
-            body = self._bodies[c.chunk_id] = body_lines(c.content, furniture)
+            body = self._bodies[c.chunk_id] = body_lines(c.content, self._furniture_of(c.document_id))
         return body
 
     def _claim(self, c: ChunkView) -> str | None:
