@@ -233,6 +233,16 @@ def _cli_trust(actor: str | None, level: SensitivityName, source: str) -> Any:
     return TrustContext(max_sensitivity=level.value, authenticated=source != "default", actor_id=who[:max(1, 200 - len(note))] + note)
 
 
+def _caller(store: Path | None, flag: SensitivityName | None, actor: str | None) -> tuple[Path, Any]:
+    """The existing store and the CLI caller's trust on it (clearance from ``flag``, the environment or ownership of
+    the store: :func:`_clearance`), for every command that reads a store."""
+    home = _require_store(store)
+    try:
+        return home, _cli_trust(actor, *_clearance(flag, home))
+    except ValueError as exc:  # the TrustContext's validation (an --actor it refuses), named as a usage error
+        raise UsageError(f"--actor {actor!r}: {exc}") from exc
+
+
 def _open_store(home: Path | None) -> Any:
     from .store import Store
 
@@ -348,15 +358,13 @@ def retrieve(
         stage_name = _choice("--stage", stage.upper(), StageName)
         flag = _flag_level(max_sensitivity)
         _check_agent(agent)
-        home = _require_store(store)
-        level, source = _clearance(flag, home)
+        home, trust = _caller(store, flag, actor)
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
     from .agent import RetrievalAgent
 
     try:
-        trust = _cli_trust(actor, level, source)
         with _open_store(home) as st:
             ra = RetrievalAgent(st, trust=trust)
             intent = ra.intent_for(agent, deal_id=deal, stage=stage_name.value, budget=budget)
@@ -390,9 +398,7 @@ def replay(
     """Print a package exactly as it was given, from its audit snapshot (hash- and MAC-checked), without retrieving
     again. A package holding chunks above --max-sensitivity is refused."""
     try:
-        flag = _flag_level(max_sensitivity)
-        home = _require_store(store)
-        level, source = _clearance(flag, home)
+        home, trust = _caller(store, _flag_level(max_sensitivity), actor)
     except RetrievalNodeError as exc:
         _fail(exc, as_json)
         return
@@ -404,7 +410,7 @@ def replay(
 
         audit = AuditLog(home / "audit", registry=None, key=read_secret(home))  # reading a snapshot needs no backend
         try:
-            package, summary = replay_snapshot(audit, audit_id, _cli_trust(actor, level, source), allow_legacy=legacy)
+            package, summary = replay_snapshot(audit, audit_id, trust, allow_legacy=legacy)
         except (FileNotFoundError, ValueError) as exc:
             raise UsageError(str(exc)) from exc
     except RetrievalNodeError as exc:

@@ -39,7 +39,7 @@ SensitivityOpt = Annotated[str | None, typer.Option(
 
 def ask_command(cli: ModuleType) -> Callable[..., None]:
     """The ``ask`` command, bound to ``cli``'s argument checks and clearance (``_choice``, ``_flag_level``,
-    ``_require_store``, ``_clearance``, ``_cli_trust``, ``_fail``): the same as ``retrieve``'s."""
+    ``_caller``, ``_fail``): the same as ``retrieve``'s."""
 
     def ask(
         question: QuestionArg,
@@ -59,8 +59,7 @@ def ask_command(cli: ModuleType) -> Callable[..., None]:
                 raise UsageError("QUESTION is empty")
             if budget is not None and not 1 <= budget <= cli.MAX_BUDGET:
                 raise UsageError(f"--budget {budget}: must be between 1 and {cli.MAX_BUDGET}")
-            home = cli._require_store(store)
-            level, source = cli._clearance(flag, home)
+            home, trust = cli._caller(store, flag, actor)
         except RetrievalNodeError as exc:
             cli._fail(exc, as_json)
             return
@@ -68,7 +67,6 @@ def ask_command(cli: ModuleType) -> Callable[..., None]:
         from .store import Store
 
         try:
-            trust = cli._cli_trust(actor, level, source)
             with Store.open(home) as st:
                 ra = RetrievalAgent(st, trust=trust)
                 try:

@@ -54,7 +54,7 @@ LegacyOpt = Annotated[bool, typer.Option("--legacy", help="Accept a snapshot wit
 
 
 def explain_command(cli: ModuleType) -> Callable[..., None]:
-    """The ``explain`` command, bound to ``cli``'s argument checks (``_require_store``, ``_choice``, ``_cli_trust``, ``_fail``)."""
+    """The ``explain`` command, bound to ``cli``'s argument checks (``_flag_level``, ``_caller``, ``_fail``)."""
 
     def explain(
         audit_id: AuditArg,
@@ -73,13 +73,12 @@ def explain_command(cli: ModuleType) -> Callable[..., None]:
                 raise UsageError(f"{audit_id!r} is not an audit id (aud_ followed by letters and digits, as in a retrieval summary)")
             if chunk is not None and not re.fullmatch(r"[0-9a-f]{1,64}", chunk):
                 raise UsageError(f"--chunk {chunk!r}: a chunk id is lower-case hex (a prefix is enough)")
-            home = cli._require_store(store)
-            level, source = cli._clearance(flag, home)
+            home, trust = cli._caller(store, flag, actor)
         except RetrievalNodeError as exc:
             cli._fail(exc, as_json)
             return
         try:
-            doc = load_explanation(home, audit_id, cli._cli_trust(actor, level, source), chunk=chunk, allow_legacy=legacy)
+            doc = load_explanation(home, audit_id, trust, chunk=chunk, allow_legacy=legacy)
         except RetrievalNodeError as exc:
             cli._fail(exc, as_json)
             return
