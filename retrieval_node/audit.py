@@ -458,7 +458,9 @@ class AuditLog:
         else:
             self.journal_path.unlink(missing_ok=True)
 
-    def _rewrite_journaled(self, audit_id: str, change: Any) -> None:
+    def _edit_journal(self, audit_ids: set[str], edit: Any) -> None:
+        """Apply ``edit`` (entry -> entry, or None to drop it) to the journal entries of ``audit_ids``; other lines,
+        unreadable ones included, are kept as they are."""
         with self._journal_lock:
             if not self.journal_path.exists():
                 return
@@ -466,31 +468,24 @@ class AuditLog:
             for ln in self.journal_path.read_text(encoding="utf-8").splitlines():
                 if not ln.strip():
                     continue
-                if audit_id in ln:
+                if any(a in ln for a in audit_ids):
                     try:
                         item = json.loads(ln)
-                        if (item.get("metadata") or {}).get("audit_id") == audit_id:
-                            ln = json.dumps(change(item), sort_keys=True, default=str)
                     except ValueError:
-                        pass
+                        item = None
+                    if item is not None and (item.get("metadata") or {}).get("audit_id") in audit_ids:
+                        changed = edit(item)
+                        if changed is None:
+                            continue
+                        ln = json.dumps(changed, sort_keys=True, default=str)
                 out.append(ln)
             self._write_journal(out)
 
+    def _rewrite_journaled(self, audit_id: str, change: Any) -> None:
+        self._edit_journal({audit_id}, change)
+
     def _remove_journaled(self, audit_ids: set[str]) -> None:
-        with self._journal_lock:
-            if not self.journal_path.exists():
-                return
-            keep = []
-            for ln in self.journal_path.read_text(encoding="utf-8").splitlines():
-                if not ln.strip():
-                    continue
-                try:
-                    if (json.loads(ln).get("metadata") or {}).get("audit_id") in audit_ids:
-                        continue
-                except ValueError:
-                    pass
-                keep.append(ln)
-            self._write_journal(keep)
+        self._edit_journal(audit_ids, lambda item: None)
         self._fresh -= audit_ids
 
     def _already_written(self, item: dict[str, Any]) -> bool:
