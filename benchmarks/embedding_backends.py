@@ -90,19 +90,8 @@ def _eval(backend: str, deals: Path, onnx_dir: str, work: Path) -> dict:
                                               "over_budget", "unreported_missing_zones", "false_missing_zones",
                                               "distractors_packed", "false_material_claims", "clean_intents", "flag_precision",
                                               "errors", "runs")}
-    out["score_line"] = _score_line(total)
+    out["score_line"] = report["score_line"]  # as `retrieval-node eval` prints it (labelled_eval's format)
     return out
-
-
-def _score_line(t: dict) -> str:
-    def f(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.3f}"
-
-    return (f"SCORE recall={f(t['recall'])} ({t['gold_found']}/{t['gold']}) material_recall={f(t['material_recall'])} "
-            f"({t['material_found']}/{t['material']}) over_budget={t['over_budget']} unreported_missing_zones={t['unreported_missing_zones']} "
-            f"false_missing_zones={t['false_missing_zones']} distractors_packed={t['distractors_packed']} "
-            f"false_material_flags={t['false_material_claims']}/{t['clean_intents']} flag_precision={f(t['flag_precision'])} "
-            f"errors={t['errors']}/{t['runs']}")
 
 
 def main(argv: list[str] | None = None) -> int:
