@@ -249,6 +249,15 @@ def _open_store(home: Path | None) -> Any:
     return Store.open(home)
 
 
+def one_shot() -> None:
+    """A command that answers once and exits: what the imports and the opened store built lives until the exit, so
+    the cyclic garbage collector stops scanning it (``gc.freeze``); a collection during the call then scans only what
+    the call allocates (a few hundred ms less on a 100k-chunk store)."""
+    import gc
+
+    gc.freeze()
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(metavar="PATH", exists=True, show_default=False,
@@ -366,6 +375,7 @@ def retrieve(
 
     try:
         with _open_store(home) as st:
+            one_shot()
             ra = RetrievalAgent(st, trust=trust)
             intent = ra.intent_for(agent, deal_id=deal, stage=stage_name.value, budget=budget)
             try:

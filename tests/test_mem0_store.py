@@ -118,3 +118,23 @@ def test_store_from_before_the_manifest_is_recognised(tmp_path, embedder):
         with Store.open(tmp_path / "old", config=cfg, embedder=embedder) as store:
             assert store.config.retrieval.mem0_vector_store == "qdrant"
             assert [e["audit_id"] for e in store.registry.audit_entries("D-A")] == ["aud_1"]
+
+
+def test_mem0_has_no_llm_and_opening_a_store_imports_no_llm_sdk(tmp_path, registry):
+    """Mem0's LLM slot refuses every call (nothing can be sent anywhere), and a store opens without importing the
+    openai SDK (which Mem0's lmstudio/openai providers import: half a second of every CLI command)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from retrieval_node.errors import BackendError
+
+    with pytest.raises(BackendError, match="no LLM"):
+        registry.memory.llm.generate_response([{"role": "user", "content": "summarise the deal"}])
+    repo = Path(__file__).resolve().parent.parent
+    probe = ("import sys; from retrieval_node.store import Store; Store.open(sys.argv[1]).close(); "
+             "print('openai' in sys.modules, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "store")], capture_output=True, text=True, timeout=300,
+                         cwd=repo, env={**__import__("os").environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False"]

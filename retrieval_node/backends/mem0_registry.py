@@ -19,8 +19,12 @@ chunk id, content hash; owner-only): when Mem0 is down, the vector-payload fallb
 ledger records as registered, never one a failed ingest left behind (:func:`ledger_records`).
 
 Mem0 runs fully offline: Qdrant vector store (the client is passed in), our
-MiniLM behind Mem0's ``langchain`` embedder slot, an LLM provider that is never
-called (every write uses ``infer=False``), telemetry off.
+MiniLM behind Mem0's ``langchain`` embedder slot, no LLM (every write uses
+``infer=False``), telemetry off. Mem0 builds an LLM client whatever the
+configuration says: it is built with the ``sarvam`` provider (whose module
+imports nothing heavy; ``lmstudio``'s imports the ``openai`` SDK, half a second of
+every command) and replaced before first use by :class:`NoLLM`, which refuses
+every call, so nothing can ever be sent anywhere.
 """
 
 from __future__ import annotations
@@ -147,13 +151,22 @@ def build_memory(*, client: Any, collection: str, dimension: int, embeddings: Sh
                 "config": {"client": client, "collection_name": collection, "embedding_model_dims": dimension},
             },
             embedder={"provider": "langchain", "config": {"model": embeddings, "embedding_dims": dimension}},
-            # Never called: every write passes infer=False and no search asks for reranking.
-            llm={"provider": "lmstudio", "config": {"model": "unused", "lmstudio_base_url": "http://127.0.0.1:9/v1"}},
+            # Replaced by NoLLM below, before first use: every write passes infer=False and no search asks for reranking.
+            llm={"provider": "sarvam", "config": {"model": "unused", "api_key": "unused"}},
             history_db_path=history_db_path,
         )
-        return Memory(config)
+        memory = Memory(config)
     except Exception as exc:
         raise BackendError(f"cannot start Mem0 (collection {collection!r}): {exc}") from exc
+    memory.llm = NoLLM()
+    return memory
+
+
+class NoLLM:
+    """Mem0's LLM slot in this node: every call is refused (nothing in the node infers memories or reranks)."""
+
+    def generate_response(self, *args: Any, **kwargs: Any) -> str:
+        raise BackendError("retrieval-node's Mem0 has no LLM: memories are written with infer=False and never rewritten by a model")
 
 
 class Mem0Registry:
