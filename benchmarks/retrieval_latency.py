@@ -36,7 +36,7 @@ The store is written directly, bypassing the ingest's embedding step only:
 * a few institutional pattern memories through ``add_patterns`` (real path), then
   ``store.bump(deals)``.
 
-The fill also does what ingest does after its writes (unless ``--no-precompute``): each chunk's risk findings
+The fill loads the pattern memories first, then does what ingest does after its writes (unless ``--no-precompute``): each chunk's risk findings and pattern mentions
 (``precompute.ChunkFindings.compute``), each deal's BM25 index (``Ingestor.save_lexical``) and the profiles' query
 vectors (``Store.prefill_queries``); its cost per chunk is reported.
 
@@ -326,6 +326,11 @@ def fill_store(store: Any, filler: Filler) -> dict[str, Any]:
 
     gen_s = edge_s = mem0_s = pre_s = 0.0
     n_chunks = n_points = 0
+    # the firm's patterns first (ingest keeps which pattern entities each chunk names: precompute.py)
+    pats = [PatternMemory(entity_type=et, entity_id=eid, topic=topic, content=text) for et, eid, topic, text in PATTERNS[: filler.args.patterns]]
+    if pats:
+        add_patterns(store, pats)
+    entities = frozenset(p.entity_id for p in pats)
     findings = None if filler.args.no_precompute else findings_of(store)
     ingestor = Ingestor(store)
     section_counts: Counter[str] = Counter()
@@ -360,16 +365,13 @@ def fill_store(store: Any, filler: Filler) -> dict[str, Any]:
         mem0_s += time.perf_counter() - t
         if findings is not None:  # what Ingestor.ingest_chunks does after its writes: risk findings, the deal's BM25 index
             t = time.perf_counter()
-            findings.compute(texts)
+            findings.compute(texts, entities)
             ingestor.save_lexical(filler.deal_ids[d])
             pre_s += time.perf_counter() - t
         del points, m_vecs, m_ids, m_payloads, texts
     t = time.perf_counter()
     store.chunks.flush()
     edge_s += time.perf_counter() - t
-    pats = [PatternMemory(entity_type=et, entity_id=eid, topic=topic, content=text) for et, eid, topic, text in PATTERNS[: filler.args.patterns]]
-    if pats:
-        add_patterns(store, pats)
     store.bump(filler.deal_ids)
     prefill_s = 0.0
     if not filler.args.no_precompute:  # ingest's last step: the profiles' query vectors

@@ -92,6 +92,11 @@ class RetrievalConfig(_Strict):
     semantic_top_k: int = Field(50, gt=0, le=10_000, description="Candidates kept after semantic + lexical fusion.")
     risk_threshold: float = Field(0.3, ge=0.0, le=1.0, description="Below this combined score everywhere, broaden once then flag for review.")
     cache_ttl_seconds: int = Field(3600, ge=0, description="Lifetime of cached structural filters and query embeddings, seconds.")
+    deal_cache_size: int = Field(
+        12, ge=1, le=10_000,
+        description="Deal views kept in memory per agent, least recently used dropped first (about 30 MB each for a "
+        "2,000-chunk deal; a dropped deal's next call rebuilds its view from the store, as a first call does).",
+    )
     max_concurrent_retrievals: int | None = Field(
         None, gt=0, le=1000,
         description="Retrievals allowed to run at once per agent instance; more callers wait their turn. None = the "

@@ -10,17 +10,20 @@ its deal: :meth:`~retrieval_node.store.Store.bump` (called by ingest) makes the 
 
 from __future__ import annotations
 
+import gc
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from . import lexical
 from .backends.mem0_registry import LEDGER, ledger_records
-from .backends.vectors import point_id, point_uuid
+from .backends.vectors import point_id, point_int
 from .cache import BoundedCache
 from .contracts import ContractPlan
 from .errors import BackendError
@@ -35,6 +38,8 @@ from .values import ChunkView
 BM25_CACHE = 64
 #: Point ids asked for at once when a view pairs registry records with vector points.
 PAIR_BATCH = 1024
+#: What pairing reads of each window-0 payload (the content itself stays on disk).
+PAIR_FIELDS = ("deal_id", "content_hash")
 
 
 @dataclass(slots=True)
@@ -120,7 +125,7 @@ class DealView:
             for cid, c in self.chunks.items():
                 n = 1 + max(0, math.ceil((1.5 * c.token_count - window_tokens) / step))
                 for w in range(n):
-                    table[point_uuid(cid, w).int] = (cid, w)
+                    table[point_int(cid, w)] = (cid, w)
             return table
 
         return self._memoised(("point_ids", window_tokens, overlap_tokens), build)
@@ -209,11 +214,12 @@ class Gate:
 
 
 class DealCache:
-    """The deal views of one process, keyed by deal and rebuilt when the deal's ingest generation changes."""
+    """The deal views of one process, keyed by deal and rebuilt when the deal's ingest generation changes; at most
+    ``deal_cache_size`` of them, the least recently used dropped first."""
 
     def __init__(self, backends: Backends) -> None:
         self.backends = backends
-        self._deals: dict[str, DealView] = {}
+        self._deals: OrderedDict[str, DealView] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
 
@@ -236,6 +242,7 @@ class DealCache:
         gen = self.backends.generation(deal_id)
         view = self._deals.get(deal_id)
         if view is not None and self._fresh(view, gen):
+            self._touch(deal_id)
             return self._said(view, fallbacks), 0
         with self._lock:
             lock = self._loading.setdefault(deal_id, threading.Lock())
@@ -243,27 +250,44 @@ class DealCache:
             view = self._deals.get(deal_id)
             if view is not None and self._fresh(view, gen):
                 return self._said(view, fallbacks), 0
-            try:
-                records = self.backends.registry.deal_records(deal_id)
-            except BackendError as exc:
-                if fallbacks is None:
-                    raise
-                view = self._vector_only_view(deal_id, gen, exc)
-                return self._said(view, fallbacks), 0
-            chunks: dict[str, ChunkView] = {}
-            rejected: list[str] = []
-            for rec in records:
-                # the registry text is the verbatim content; its hash must match what Stage 0 signed
-                if sha256_hex(rec.content) != rec.content_hash:
-                    rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
-                    continue
-                chunks[rec.chunk_id] = rec
-            notes = self._pair_with_vectors(deal_id, chunks)
-            view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
-            view.findings = self._findings(deal_id)
-            view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
+            with _collector_paused():
+                return self._load(deal_id, gen, fallbacks)
+
+    def _load(self, deal_id: str, gen: int, fallbacks: list[str] | None) -> tuple[DealView, int]:
+        """Build the deal's view (the caller holds its loading lock)."""
+        try:
+            records = self.backends.registry.deal_records(deal_id)
+        except BackendError as exc:
+            if fallbacks is None:
+                raise
+            view = self._vector_only_view(deal_id, gen, exc)
+            return self._said(view, fallbacks), 0
+        chunks: dict[str, ChunkView] = {}
+        rejected: list[str] = []
+        for rec in records:
+            # the registry text is the verbatim content; its hash must match what Stage 0 signed
+            if sha256_hex(rec.content) != rec.content_hash:
+                rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
+                continue
+            chunks[rec.chunk_id] = rec
+        notes = self._pair_with_vectors(deal_id, chunks)
+        view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
+        view.findings = self._findings(deal_id)
+        view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
+        with self._lock:
             self._deals[deal_id] = view
-            return self._said(view, fallbacks), 1
+            self._deals.move_to_end(deal_id)
+            while len(self._deals) > self.backends.config.retrieval.deal_cache_size:
+                self._deals.popitem(last=False)
+        return self._said(view, fallbacks), 1
+
+    def _touch(self, deal_id: str) -> None:
+        with self._lock:
+            if deal_id in self._deals:
+                self._deals.move_to_end(deal_id)
+
+    def __len__(self) -> int:
+        return len(self._deals)
 
     def _findings(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]] | None:
         """The risk findings ingest stored for the deal (None without a findings file, or when it cannot be read:
@@ -288,7 +312,7 @@ class DealCache:
         ids = sorted(chunks)
         found: dict[str, dict[str, Any]] = {}
         for i in range(0, len(ids), PAIR_BATCH):
-            found.update(self.backends.chunks.payloads([point_id(c, 0) for c in ids[i:i + PAIR_BATCH]]))
+            found.update(self.backends.chunks.payloads([point_id(c, 0) for c in ids[i:i + PAIR_BATCH]], PAIR_FIELDS))
         unpaired = []
         for cid in ids:
             p = found.get(point_id(cid, 0))
@@ -342,6 +366,29 @@ class DealCache:
                 self._deals.clear()
             else:
                 self._deals.pop(deal_id, None)
+
+
+_PAUSE_LOCK = threading.Lock()
+_pauses = {"count": 0, "resume": False}
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a deal view is built: thousands of acyclic records (freed by
+    reference counting) that otherwise trigger full collections scanning every object of the process, a few hundred
+    ms of a first call. Counted, so overlapping builds re-enable it once, and only if it was on before the first."""
+    with _PAUSE_LOCK:
+        if _pauses["count"] == 0:
+            _pauses["resume"] = gc.isenabled()
+            gc.disable()
+        _pauses["count"] += 1
+    try:
+        yield
+    finally:
+        with _PAUSE_LOCK:
+            _pauses["count"] -= 1
+            if _pauses["count"] == 0 and _pauses["resume"]:
+                gc.enable()
 
 
 def view_from_payload(p: dict[str, Any]) -> ChunkView:

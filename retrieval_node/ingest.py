@@ -342,7 +342,7 @@ class Ingestor:
         stored = [p for p in pending if not p.refused]
         findings = findings_of(self.store)
         if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
-            findings.compute((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in stored)
+            findings.compute(((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in stored), self._pattern_entities())
         for deal_id in sorted({p.chunk.deal_id for p in stored}):  # and each changed deal's BM25 index (lexical.py)
             self.save_lexical(deal_id)
         if any(p.needs_vectors for p in stored):  # the model is loaded: the first retrieve after this ingest needs it not
@@ -352,6 +352,14 @@ class Ingestor:
         repaired = sum(1 for p in stored if not p.needs_vectors)
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
+
+    def _pattern_entities(self) -> frozenset[str]:
+        """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""
+        try:
+            return frozenset(p.entity_id for p in self.store.registry.all_patterns())
+        except Exception as exc:  # the mentions are then worked out on the call
+            log.warning("patterns unreadable (%s): chunk mentions of pattern entities are not kept", exc)
+            return frozenset()
 
     def save_lexical(self, deal_id: str) -> None:
         """Rebuild and keep the deal's BM25 index over its registered chunks (what its deal view would build; a

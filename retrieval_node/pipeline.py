@@ -51,7 +51,7 @@ from .models import (
 )
 from .pack import ContextPackager
 from .passages import companions
-from .precompute import seed_ranker
+from .precompute import offer_mentions, seed_ranker
 from .superseded import demote
 from .ports import AuditSink, Backends
 from .question import ParsedQuestion, QuestionResult, QuestionStage
@@ -243,6 +243,7 @@ class Pipeline:
         clock.add(result.timings_ms)
         with clock("ranking_ms"):
             patterns, calls = self.patterns(fallbacks)
+            offer_mentions(view, settings.ranker, frozenset(e for e, _, _ in patterns), self.backends)  # stored at ingest (precompute.py)
             copies, best_bm25 = view.superseded(), result.best_bm25
             scored = score(result.candidates, "search")
             scored, confidence, needs_human = self._broaden_if_weak(scored, plan, view, gate, intent, qvec, keep, score, fallbacks)

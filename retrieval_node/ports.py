@@ -66,8 +66,8 @@ class ChunkSearch(Protocol):
         A scope with an empty ``chunk_ids`` tuple is answered by nothing."""
         ...
 
-    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Full payloads of the points that exist, by point id."""
+    def payloads(self, point_ids: Sequence[str], fields: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Payloads of the points that exist, by point id: in full, or only ``fields`` (the rest is never read)."""
         ...
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Query-independent work done at ingest, once: each chunk's risk findings.
+"""Query-independent work done at ingest, once: each chunk's risk findings and the pattern entities it names.
 
 What :mod:`retrieval_node.risk` reads in a chunk (its :class:`~retrieval_node.risk.RiskSignal`: kinds, matched
 spans with their weights and cues, the numbers read, the material judgement) depends on the chunk's text, the
@@ -10,6 +10,12 @@ deal, chunk id and setting. The first call on a deal then reads its findings ins
 Every row carries the :func:`fingerprint` of what produced it: the risk lexicon (``risk_signals.yaml`` as loaded)
 and the source of :mod:`retrieval_node.risk`. A row under another fingerprint is never served: after a rule or
 lexicon change the findings are computed again (on the call, as before this module, and by the next ingest).
+
+The γ term asks which institutional-pattern entities a chunk names (:func:`~retrieval_node.risk.mentioned_entities`,
+read through OCR damage: the costliest part of scoring a chunk the first time). Ingest keeps that answer too, for
+the entities of the patterns the store holds when it runs, under a fingerprint of the findings fingerprint and those
+entities: after ``patterns add`` changes them, first calls work the mentions out again until the deal is ingested
+again (slower, never another answer).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any
 from . import risk
 from .config import NodeConfig, RiskLexicon
 from .query_cache import owner_only_sqlite
-from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, risk_signal
+from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, mentioned_entities, risk_signal
 
 #: the findings file inside the store directory
 FINDINGS_DB = "chunk_findings.db"
@@ -109,11 +115,23 @@ class ChunkFindings:
         self._conn.execute("CREATE TABLE IF NOT EXISTS findings (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
                            "setting TEXT NOT NULL, material INTEGER NOT NULL, signal TEXT, spans TEXT, "
                            "PRIMARY KEY (fingerprint, deal_id, chunk_id, setting))")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS mentions (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
+                           "found TEXT, PRIMARY KEY (fingerprint, deal_id, chunk_id))")
 
-    def compute(self, chunks: Iterable[tuple[str, str, str]]) -> int:
-        """Compute and keep the findings of ``(deal id, chunk id, content)`` under every setting; returns the rows written."""
+    def mentions_fingerprint(self, entities: frozenset[str]) -> str:
+        """What a stored mention answer depends on: the findings fingerprint (the reading rules) and the entities."""
+        return hashlib.sha256(json.dumps([self.fingerprint, sorted(entities)]).encode()).hexdigest()[:32]
+
+    def compute(self, chunks: Iterable[tuple[str, str, str]], entities: frozenset[str] = frozenset()) -> int:
+        """Compute and keep the findings of ``(deal id, chunk id, content)`` under every setting, and which of ``entities``
+        (the pattern entities of the store) each names; returns the finding rows written."""
         rows = []
+        named = []
+        mfp = self.mentions_fingerprint(entities) if entities else None
         for deal_id, chunk_id, content in chunks:
+            if mfp is not None:
+                found = mentioned_entities(content, entities)
+                named.append((mfp, deal_id, chunk_id, json.dumps(sorted(found)) if found else None))
             for s in self.settings:
                 sig = risk_signal(content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
                 spans = None
@@ -126,8 +144,20 @@ class ChunkFindings:
                 return 0
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR REPLACE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._conn.executemany("INSERT OR REPLACE INTO mentions VALUES (?, ?, ?, ?)", named)
             self._conn.execute("COMMIT")
         return len(rows)
+
+    def mentions(self, deal_id: str, entities: frozenset[str]) -> dict[str, frozenset[str]]:
+        """chunk id -> which of ``entities`` it names, for the deal's chunks ingest worked this out for under exactly
+        these entities (none under another set: see the module's docstring)."""
+        with self._lock:
+            if self._conn is None or not entities:
+                return {}
+            rows = self._conn.execute("SELECT chunk_id, found FROM mentions WHERE fingerprint = ? AND deal_id = ?",
+                                      (self.mentions_fingerprint(entities), deal_id)).fetchall()
+        none: frozenset[str] = frozenset()
+        return {cid: frozenset(json.loads(found)) if found else none for cid, found in rows}
 
     def deal(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]]:
         """setting key -> {chunk id -> (material, encoded signal, encoded excerpt spans)} of the deal's chunks under the
@@ -142,12 +172,15 @@ class ChunkFindings:
             out.setdefault(setting, {})[chunk_id] = (bool(material), signal, spans)
         return out
 
-    def drop_stale(self) -> int:
-        """Delete rows of other fingerprints (their rules are gone); returns how many."""
+    def drop_stale(self, entities: frozenset[str] = frozenset()) -> int:
+        """Delete finding rows of other fingerprints (their rules are gone) and mention rows of other rules or other
+        entities than ``entities``; returns how many finding rows went."""
         with self._lock:
             if self._conn is None:
                 return 0
-            return self._conn.execute("DELETE FROM findings WHERE fingerprint != ?", (self.fingerprint,)).rowcount
+            gone = self._conn.execute("DELETE FROM findings WHERE fingerprint != ?", (self.fingerprint,)).rowcount
+            self._conn.execute("DELETE FROM mentions WHERE fingerprint != ?", (self.mentions_fingerprint(entities),))
+            return gone
 
     def close(self) -> None:
         with self._lock:
@@ -185,12 +218,10 @@ def findings_of(backends: Any) -> ChunkFindings | None:
 
 
 def seed_ranker(view: Any, settings: Any) -> None:
-    """Hand the deal's stored signals of ``settings`` (a :class:`~retrieval_node.rank.RankSettings`) to its ranker, once
-    per view and ranker, so candidates are scored without reading their text again.
-
-    Relies on ``RiskAwareRanker``'s memo of signals, keyed ``(content_hash, tuple(domains))`` (``rank.py``); the test
-    ``tests/test_cold_path.py::test_seeded_signals_are_what_the_ranker_serves`` breaks if that key changes. The excerpt
-    spans of the deal's material chunks go the same way into its memo of spans."""
+    """Offer the deal's stored signals of ``settings`` (a :class:`~retrieval_node.rank.RankSettings`) to its ranker, once
+    per view and ranker, so candidates are scored without reading their text again (each signal is decoded when its
+    chunk is first scored: a first call scores a few hundred of the deal's chunks, not all of them). The excerpt spans
+    of the deal's material chunks go the same way."""
     stored = (view.findings or {}).get(setting_key(settings.kinds, settings.domains))
     if not stored:
         return
@@ -198,8 +229,6 @@ def seed_ranker(view: Any, settings: Any) -> None:
     key = (id(ranker), tuple(settings.domains))
     if key in view.seeded:
         return
-    cache = ranker._risk_cache  # noqa: SLF001 - see the docstring
-    span_cache = ranker._span_cache  # noqa: SLF001 - keyed (content_hash, tuple(domains), max_chars) -> (span,)
     domains = tuple(settings.domains)
     chars = str(settings.excerpt_chars)
     chunks = view.chunks
@@ -207,13 +236,32 @@ def seed_ranker(view: Any, settings: Any) -> None:
         c = chunks.get(cid)
         if c is None:
             continue
-        cache.put((c.content_hash, domains), decode_signal(raw))
+        ranker.offer(c.content_hash, domains, raw, decode_signal)
         if spans is not None:
             by_chars = json.loads(spans)
             if chars in by_chars:
                 span = by_chars[chars]
-                span_cache.put((c.content_hash, domains, settings.excerpt_chars), (tuple(span) if span is not None else None,))
+                ranker.offer_span(c.content_hash, domains, settings.excerpt_chars, tuple(span) if span is not None else None)
     view.seeded.add(key)
+
+
+def offer_mentions(view: Any, ranker: Any, entities: frozenset[str], backends: Any) -> None:
+    """Offer ``ranker`` which of ``entities`` each of the deal's chunks names, as ingest stored it, once per view,
+    ranker and entity set (nothing when ingest ran under other pattern entities: the ranker works them out)."""
+    key = ("mentions", id(ranker), entities)
+    if not entities or key in view.seeded:
+        return
+    view.seeded.add(key)
+    try:
+        found = findings_of(backends)
+        stored = found.mentions(view.deal_id, entities) if found is not None else {}
+    except Exception:  # a damaged findings file costs time, never an answer
+        return
+    chunks = view.chunks
+    for cid, named in stored.items():
+        c = chunks.get(cid)
+        if c is not None:
+            ranker.offer_mentions(c.content_hash, entities, named)
 
 
 def setting_key(kinds: Sequence[str] | None, domains: Sequence[str]) -> str:
@@ -221,5 +269,5 @@ def setting_key(kinds: Sequence[str] | None, domains: Sequence[str]) -> str:
     return json.dumps([list(kinds) if kinds is not None else None, list(domains)], separators=(",", ":"))
 
 
-__all__ = ["FINDINGS_DB", "ChunkFindings", "RiskSetting", "decode_signal", "encode_signal", "findings_of", "fingerprint", "risk_settings",
-           "seed_ranker", "setting_key"]
+__all__ = ["FINDINGS_DB", "ChunkFindings", "RiskSetting", "decode_signal", "encode_signal", "findings_of", "fingerprint", "offer_mentions",
+           "risk_settings", "seed_ranker", "setting_key"]

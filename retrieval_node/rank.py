@@ -23,7 +23,7 @@ from .config import AgentProfile, NodeConfig, RiskLexicon, RiskWeights
 from .deals import DealView
 from .errors import IntentError
 from .models import RetrievalIntent
-from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, normalise_ocr, risk_signal, term_pattern
+from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, entity_mentioned, mentioned_entities, risk_signal
 from .values import Candidate, ChunkView, Scored, ScoreTerms
 
 #: Weight of BM25 inside the semantic term (the rest is the dense cosine).
@@ -68,12 +68,6 @@ class PatternHit:
     relevance: float
 
 
-def entity_mentioned(entity_id: str, text_low: str) -> bool:
-    """True when the entity's name (``type:some-name`` -> "some name") appears in lower-cased text."""
-    name = entity_id.split(":", 1)[1].replace("-", " ").replace("_", " ").strip()
-    return bool(name) and term_pattern(name).search(text_low) is not None
-
-
 def pattern_score(hits: Sequence[PatternHit]) -> float:
     """γ term: the best relevance among matching pattern memories, in [0, 1]."""
     return max((h.relevance for h in hits), default=0.0)
@@ -106,13 +100,31 @@ class RiskAwareRanker:
         self._span_cache: BoundedCache[tuple[str, tuple[str, ...], int], tuple[tuple[int, int] | None]] = BoundedCache(50_000)
         self._mention_cache: BoundedCache[str, tuple[frozenset[str], frozenset[str]]] = BoundedCache(200_000)
         self._static_cache: BoundedCache[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = BoundedCache(100_000)
+        #: signals ingest stored (precompute.py), still encoded: decoded when a chunk is first scored, not when offered
+        self._stored: BoundedCache[tuple[str, tuple[str, ...]], tuple[str | None, Callable[[str | None], RiskSignal]]] = BoundedCache(200_000)
+
+    def offer(self, content_hash: str, domains: tuple[str, ...], encoded: str | None, decode: Callable[[str | None], RiskSignal]) -> None:
+        """A chunk's signal as ingest stored it (``decode(encoded)`` is what :func:`risk_signal` returns for the chunk under
+        this ranker's lexicon and ``domains``): :meth:`risk` serves it instead of reading the chunk again."""
+        key = (content_hash, domains)
+        if key not in self._risk_cache:
+            self._stored.put(key, (encoded, decode))
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
         key = (content_hash, tuple(domains))
         sig = self._risk_cache.get(key)
         if sig is None:
-            sig = self._risk_cache.put(key, risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio))
+            stored = self._stored.get(key)
+            if stored is not None:
+                sig = stored[1](stored[0])
+            else:
+                sig = risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
+            self._risk_cache.put(key, sig)
         return sig
+
+    def offer_span(self, content_hash: str, domains: tuple[str, ...], max_chars: int, span: tuple[int, int] | None) -> None:
+        """A chunk's excerpt span as ingest stored it (what :func:`best_risk_span` returns for it)."""
+        self._span_cache.put((content_hash, domains, max_chars), (span,))
 
     def excerpt_span(self, content_hash: str, content: str, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS) -> tuple[int, int] | None:
         """:func:`best_risk_span` of a chunk, cached by content hash, domains and ``max_chars``."""
@@ -122,13 +134,17 @@ class RiskAwareRanker:
             hit = self._span_cache.put(key, (best_risk_span(content, self.lexicon, domains, max_chars=max_chars, shortfall_ratio=self.shortfall_ratio),))
         return hit[0]
 
+    def offer_mentions(self, content_hash: str, entities: frozenset[str], found: frozenset[str]) -> None:
+        """Which of ``entities`` the chunk's text names, as ingest stored it (:func:`mentioned_entities`)."""
+        self._mention_cache.put(content_hash, (entities, found))
+
     def _mentioned(self, content_hash: str, content: str, entities: frozenset[str]) -> frozenset[str]:
-        """The pattern entities whose name the chunk's text mentions, cached by content and the set of entities asked about."""
+        """The pattern entities whose name the chunk's text mentions, cached by content with the set of entities asked
+        about (an answer for a wider set answers a narrower one: each entity is looked for on its own)."""
         cached = self._mention_cache.get(content_hash)
-        if cached is not None and cached[0] == entities:
-            return cached[1]
-        low = normalise_ocr(content)
-        found = frozenset(e for e in entities if entity_mentioned(e, low))
+        if cached is not None and entities <= cached[0]:
+            return cached[1] if entities == cached[0] else cached[1] & entities
+        found = mentioned_entities(content, entities)
         self._mention_cache.put(content_hash, (entities, found))
         return found
 

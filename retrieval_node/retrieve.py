@@ -73,7 +73,7 @@ class SegmentAwareRetriever:
         table = view.point_table(rc.window_tokens, rc.window_overlap_tokens)
         unknown = [pid for pid, _ in raw if pid not in table]
         if unknown:
-            for pid, payload in self.backends.chunks.payloads([str(uuid.UUID(int=u)) for u in unknown]).items():
+            for pid, payload in self.backends.chunks.payloads([str(uuid.UUID(int=u)) for u in unknown], ("deal_id", "chunk_id", "window")).items():
                 cid = payload.get("chunk_id")
                 if payload.get("deal_id") == view.deal_id and cid in view.chunks:
                     table[uuid.UUID(pid).int] = (cid, int(payload.get("window", 0)))

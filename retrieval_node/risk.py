@@ -102,6 +102,21 @@ def _repair_letters(low: str) -> str:
     return _IN_WORD_DIGIT.sub(lambda m: "".join(_LETTER_FIX[c] for c in m.group(0)), low)
 
 
+def entity_mentioned(entity_id: str, text_low: str) -> bool:
+    """True when the entity's name (``type:some-name`` -> "some name") appears in lower-cased text."""
+    name = entity_id.split(":", 1)[1].replace("-", " ").replace("_", " ").strip()
+    return bool(name) and term_pattern(name).search(text_low) is not None
+
+
+def mentioned_entities(content: str, entities: Iterable[str]) -> frozenset[str]:
+    """Which of ``entities`` (pattern entity ids) a chunk's text names, read through OCR damage (:func:`normalise_ocr`)."""
+    wanted = list(entities)
+    if not wanted:
+        return frozenset()
+    low = normalise_ocr(content)
+    return frozenset(e for e in wanted if entity_mentioned(e, low))
+
+
 def _ocr_tolerant(source: str) -> str:
     """A regex source whose literal letters match their OCR confusions as :func:`term_pattern`'s do ("pa1d" ->
     "pald" still reads as "paid", "clcared" as "cleared"). Escapes, character classes and group prefixes
@@ -1036,7 +1051,9 @@ __all__ = [
     "best_risk_span",
     "clause_polarity",
     "column_value",
+    "entity_mentioned",
     "mention_factor",
+    "mentioned_entities",
     "negative_reserve_balance",
     "normalise_ocr",
     "owner_assessments",

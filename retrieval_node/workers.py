@@ -99,8 +99,8 @@ class _RemoteChunks:
     def search_points_many(self, requests: Sequence[tuple[np.ndarray, Any, int]]) -> list[list[tuple[Any, float]]]:
         return self._link.call("search_points_many", list(requests))
 
-    def payloads(self, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return self._link.call("payloads", list(point_ids))
+    def payloads(self, point_ids: Sequence[str], fields: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        return self._link.call("payloads", list(point_ids), None if fields is None else list(fields))
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         return self._link.call("deal_payloads", deal_id)

@@ -283,3 +283,134 @@ def test_the_deal_view_reads_the_kept_bm25_index(ingested: Path, tmp_path: Path,
         lexical.save(home, DEAL, ids, ["zyzzyva"] * len(ids))
         scores = view.bm25_scores("zyzzyva")
         assert set(scores) == set(ids) and len(set(scores.values())) == 1
+
+
+# -- pattern mentions kept at ingest, the point table's ids, the deal views kept -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def patterned(tmp_path_factory, embedder, node_config) -> Path:
+    """A closed store whose patterns were loaded before the sample deal was ingested (ingest keeps the mentions)."""
+    from retrieval_node.ingest import add_patterns, read_patterns
+
+    home = tmp_path_factory.mktemp("patterned") / "store"
+    with Store.open(home, config=node_config, embedder=embedder) as st:
+        patterns, bad = read_patterns(SAMPLE_DATA / "patterns.jsonl")
+        assert bad == []
+        add_patterns(st, patterns)
+        report = Ingestor(st).ingest([SAMPLE_DATA / "sample_deal" / "chunks.jsonl"])
+        assert report.rejected == [] and report.ingested > 0
+    return home
+
+
+def _entities(home: Path, node_config) -> frozenset[str]:
+    with Store.open(home, config=node_config) as st:
+        return frozenset(p.entity_id for p in st.registry.all_patterns())
+
+
+def test_stored_mentions_are_what_the_text_names(patterned: Path, node_config) -> None:
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+    from retrieval_node.risk import mentioned_entities
+
+    entities = _entities(patterned, node_config)
+    with Store.open(patterned, config=node_config) as st:
+        records = {r.chunk_id: r for r in st.registry.deal_records(DEAL)}
+    found = ChunkFindings(patterned / FINDINGS_DB, node_config)
+    try:
+        stored = found.mentions(DEAL, entities)
+        assert set(stored) == set(records)
+        for cid, named in stored.items():
+            assert named == mentioned_entities(records[cid].content, entities), cid
+        assert any(stored.values())  # the sample deal names a builder of the patterns: real answers were compared
+        assert found.mentions(DEAL, entities - {next(iter(entities))}) == {}  # other entities: nothing served
+    finally:
+        found.close()
+
+
+def test_packages_are_identical_with_and_without_stored_mentions(patterned: Path, tmp_path: Path, node_config) -> None:
+    from retrieval_node.precompute import FINDINGS_DB
+
+    home = tmp_path / "store"
+    shutil.copytree(patterned, home)
+    for name in ("investigator", "condo", "tax", "scribe"):
+        kept = _package_of(home, node_config, name)
+        (home / FINDINGS_DB).rename(home / "findings.aside")
+        computed = _package_of(home, node_config, name)
+        (home / FINDINGS_DB).unlink()
+        (home / "findings.aside").rename(home / FINDINGS_DB)
+        assert kept == computed, name
+
+
+def test_offered_mentions_are_what_the_ranker_serves(node_config) -> None:
+    """A fake stored mention (fault injection: the text does not name the builder) must be what the ranker then uses,
+    for the entity set it was stored under and for a narrower one; a wider set is worked out from the text."""
+    from retrieval_node.rank import Rankers
+
+    ranker = Rankers(node_config).settings(*_condo_settings_args(node_config)).ranker
+    text = "The board met and adjourned."
+    builder, other = "builder:prairie-peak-homes", "municipality:city-of-calgary"
+    ranker.offer_mentions("h1", frozenset({builder, other}), frozenset({builder}))
+    assert ranker._mentioned("h1", text, frozenset({builder, other})) == {builder}
+    assert ranker._mentioned("h1", text, frozenset({builder})) == {builder}
+    assert ranker._mentioned("h1", text, frozenset({other})) == frozenset()
+    assert ranker._mentioned("h1", text, frozenset({builder, other, "builder:kodiak-mechanical"})) == frozenset()  # read from the text
+
+
+def _condo_settings_args(node_config):
+    from retrieval_node.agent import intent_from_profile
+
+    profile = node_config.agents["condo"]
+    return intent_from_profile("condo", profile, deal_id=DEAL), profile
+
+
+def test_point_ids_of_the_deal_table_are_the_stored_points_ids() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    from retrieval_node.backends.vectors import point_int, point_uuid
+
+    @settings(max_examples=300, deadline=None)
+    @given(st_.text(max_size=80), st_.integers(min_value=0, max_value=10_000))
+    def same(chunk_id: str, window: int) -> None:
+        assert point_int(chunk_id, window) == point_uuid(chunk_id, window).int
+
+    same()
+
+
+def test_deal_views_kept_are_bounded_least_recently_used_first(sample_store, node_config) -> None:
+    from retrieval_node.deals import DealCache
+
+    small = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"deal_cache_size": 2})})
+
+    class Backends:  # the sample store with a two-view limit (same registry and index)
+        def __init__(self, store):
+            self._store = store
+            self.config = small
+
+        def __getattr__(self, name):
+            return getattr(self._store, name)
+
+    cache = DealCache(Backends(sample_store))
+    a, b, c = "2026-ACME-0042", "2026-BRDG-0107", "2026-KEST-0313"
+    assert cache.view(a)[1] == 1 and cache.view(b)[1] == 1
+    assert cache.view(a)[1] == 0  # kept, and now the most recently used
+    assert cache.view(c)[1] == 1 and len(cache) == 2  # b, the least recently used, was dropped
+    assert cache.view(a)[1] == 0
+    assert cache.view(b)[1] == 1  # rebuilt from the store
+    assert len(cache) == 2
+
+
+def test_building_a_view_leaves_the_garbage_collector_as_it_found_it(sample_store) -> None:
+    import gc
+
+    from retrieval_node.deals import DealCache
+
+    assert gc.isenabled()
+    DealCache(sample_store).view(DEAL)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        DealCache(sample_store).view(DEAL)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

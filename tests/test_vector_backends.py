@@ -64,6 +64,9 @@ def test_payloads_deal_listing_and_count(index):
     pts = _points()
     got = index.payloads([pts[0].id, "00000000-0000-0000-0000-000000000000"])
     assert list(got) == [pts[0].id] and got[pts[0].id]["content"] == "chunk A0"
+    only = index.payloads([pts[0].id], ("deal_id", "content_hash"))  # what a deal view's pairing reads: the rest stays on disk
+    assert only == {pts[0].id: {k: pts[0].payload[k] for k in ("deal_id", "content_hash") if k in pts[0].payload}}
+    assert "content" not in only[pts[0].id] and only[pts[0].id]["deal_id"] == "A"
     assert sorted(p["chunk_id"] for p in index.deal_payloads("B")) == sorted(p.payload["chunk_id"] for p in pts if p.payload["deal_id"] == "B")
     assert index.count() == 12
 
