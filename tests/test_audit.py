@@ -238,3 +238,33 @@ def test_an_entry_whose_snapshot_was_never_written_is_dropped_on_the_next_open(s
     RetrievalAgent(store, trust=FULL_TRUST)
     assert not store.registry.audit_entries(DEAL, audit_id=item["metadata"]["audit_id"])
     assert not agent.audit.journal_path.exists()
+
+
+def test_snapshot_rows_kept_cost_their_size_not_orjsons_buffer():
+    """The snapshot row cache keeps exact-size bytes: orjson's own output holds a ~4 KB buffer per row (50,000 kept
+    rows were ~200 MB of a 100k-chunk process)."""
+    import tracemalloc
+
+    from retrieval_node.audit import SnapshotRows
+    from retrieval_node.values import ChunkView, Scored, ScoreTerms
+
+    def scored(i: int) -> tuple[str, Scored]:
+        cid = f"{i:064d}"
+        chunk = ChunkView(memory_id="", chunk_id=cid, deal_id="2026-TEST-0001", document_id="d", document_role="TITLE_SEARCH",
+                          section_type="TITLE_SUMMARY", page_start=1, page_end=1, content="x", content_hash="h", token_count=1,
+                          ocr_confidence=1.0, zones=(), entity_ids=(), sensitivity="confidential", document_created_at=None,
+                          ingested_at="2026-01-01T00:00:00+00:00")
+        terms = ScoreTerms(dense=0.5, lexical=0.1, semantic=0.4, risk=0.0, pattern=0.0, combined=0.3)
+        return cid, Scored(chunk=chunk, terms=terms, origin="search")
+
+    items = [scored(i) for i in range(500)]
+    rows = SnapshotRows()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        rows.candidates(items)
+        rows.rejected([(cid, "over budget") for cid, _ in items])
+        per_row = (tracemalloc.get_traced_memory()[0] - before) / 1000
+    finally:
+        tracemalloc.stop()
+    assert per_row < 1000, per_row  # ~200-400 bytes of JSON and key each; orjson's buffers alone were ~4,100
