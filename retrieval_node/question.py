@@ -442,7 +442,8 @@ class QuestionStage:
 
         visible = index.visible.get_or_build((gate.key, gate.as_of), eligible)  # per gate: what this caller may see
         timings["structural_ms"] = (time.perf_counter() - t0) * 1000
-        if not visible:
+        if not visible:  # the gate lets no chunk of the deal through: nothing to rank (the pipeline reports no_chunks)
+            timings.update(routing_ms=0.0, vector_ms=0.0, ranking_ms=0.0)
             return QuestionResult([], [], [], timings)
         notes: list[str] = []
         routed: list[str] = []

@@ -307,3 +307,18 @@ def test_cli_ask_prints_one_json_package(deal, store):
     out = json.loads(res.stdout)
     assert {r["document_id"] for r in out["package"]["ordered_chunks"]} == {PURCHASE}
     assert out["package"]["total_tokens"] <= 400
+
+
+def test_question_package_that_holds_nothing_says_why(deal):
+    """An empty package is never silent: a budget that fits none of the ranked chunks is a budget shortfall, and a
+    caller the gate lets see no chunk gets the no-chunks note; either way a human must look."""
+    package, summary = deal.ask_sync(DEAL, "What is the deposit and when is it due?", budget=40)
+    assert package.ordered_chunks == []
+    assert summary.needs_human_input
+    assert any(f.startswith("budget_shortfall:") and "40 tokens" in f for f in summary.fallbacks)
+    roomy, roomy_summary = deal.ask_sync(DEAL, "What is the deposit and when is it due?", budget=400)
+    assert roomy.ordered_chunks and not any(f.startswith("budget_shortfall") for f in roomy_summary.fallbacks)
+    public = TrustContext(max_sensitivity="public", authenticated=True, actor_id="test:public")
+    package, summary = deal.ask_sync(DEAL, "Is there a right of first refusal?", trust=public)  # every chunk is above public
+    assert all(r.redacted for r in package.ordered_chunks) and summary.needs_human_input  # listed without content, no evidence
+    assert any(f.startswith("no_chunks:") for f in summary.fallbacks)
