@@ -194,6 +194,9 @@ _DEFINES = re.compile(
 )
 
 
+_ENUM = re.compile(r"\(\s*[a-zA-Z0-9]{1,5}\s*\)|\b[a-z0-9]{1,4}\.(?=\s)")
+
+
 def quoted_terms(question: str) -> tuple[str, ...]:
     """Terms the question puts in quotes: 'What is the Definition of "Knowledge"' -> ('knowledge',)."""
     return tuple(" ".join(t.lower().split()) for t in _QUOTED.findall(question))
@@ -202,6 +205,8 @@ def quoted_terms(question: str) -> tuple[str, ...]:
 def _same_term(defined: str, asked: str) -> bool:
     defined = " ".join(defined.lower().split())
     if defined == asked or defined.endswith(" " + asked):  # "company material adverse effect" defines "material adverse effect"
+        return True
+    if f" {asked} " in f" {defined} " and len(defined.split()) - len(asked.split()) <= 3:  # "... effect on the company"
         return True
     return difflib.SequenceMatcher(None, defined, asked).ratio() >= 0.85  # a misspelt question ("interveining")
 
@@ -215,21 +220,32 @@ def _norm_phrase(text: str) -> str:
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower().replace("’", "'").replace("'s", ""))) + " "
 
 
+def _same_word(asked: str, written: str) -> bool:
+    """Equal, or a misspelling of a long word: one letter added, dropped or changed ("interveining" for "intervening")."""
+    if asked == written:
+        return True
+    if min(len(asked), len(written)) < 7 or abs(len(asked) - len(written)) > 1 or asked[0] != written[0]:
+        return False
+    return difflib.SequenceMatcher(None, asked, written).ratio() >= 0.9
+
+
 def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
-    """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored);
-    where two matched phrases overlap, the longer wins."""
-    text = _norm_phrase(question)
-    hits: list[tuple[int, int, str]] = []  # (start, end, concept)
+    """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored; a
+    word of seven letters or more may be misspelt by one letter); where two matched phrases overlap, the longer wins."""
+    words = _norm_phrase(question).split()
+    hits: list[tuple[int, int, str]] = []  # (first word, end word, concept)
     for name, concept in glossary.concepts.items():
         for phrase in concept.match:
-            p = _norm_phrase(phrase)
-            if p.strip():
-                for m in re.finditer(re.escape(p), text):
-                    hits.append((m.start(), m.end(), name))
+            p = _norm_phrase(phrase).split()
+            if not p:
+                continue
+            for i in range(len(words) - len(p) + 1):
+                if all(_same_word(w, x) for w, x in zip(words[i:i + len(p)], p, strict=True)):
+                    hits.append((i, i + len(p), name))
     hits.sort(key=lambda h: (-(h[1] - h[0]), h[0]))
     kept: list[tuple[int, int, str]] = []
     for h in hits:
-        if all(h[1] <= k[0] + 1 or h[0] >= k[1] - 1 for k in kept):
+        if all(h[1] <= k[0] or h[0] >= k[1] for k in kept):
             kept.append(h)
     return tuple(dict.fromkeys(name for _s, _e, name in sorted(kept)))
 
@@ -295,13 +311,43 @@ class _Doc:
     headings: list[str]
     paths: list[str]
     toc: np.ndarray
+    section_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _lexical: LexicalIndex | None = None
     _heading_hits: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+    _definitions: dict[Any, np.ndarray] = field(default_factory=dict)
 
     def lexical(self) -> LexicalIndex:
         if self._lexical is None:  # built on first use (a routed question reads one document)
             self._lexical = LexicalIndex([f"{h} {c.content}" if h else c.content for h, c in zip(self.headings, self.chunks, strict=True)])
         return self._lexical
+
+    def definitions(self, terms: tuple[str, ...], cont: float, reach: int) -> np.ndarray:
+        """1 for a chunk that defines one of ``terms``, ``cont`` for the chunks the definition runs on into (up to
+        ``reach`` of them, until another definition or a section heading starts), else 0."""
+        key = (terms, cont, reach)
+        hit = self._definitions.get(key)
+        if hit is not None:
+            return hit
+        n = len(self.chunks)
+        hit = np.zeros(n)
+        for j, c in enumerate(self.chunks):
+            starts = [(m.start(), m.group(1)) for m in _DEFINES.finditer(c.content)]
+            own = [p for p, t in starts if any(_same_term(t, x) for x in terms)]
+            if not own:
+                continue
+            hit[j] = 1.0
+            if not cont or any(p > own[0] for p, _t in starts) or _HEADING.search(c.content, own[0]):
+                continue  # the definition ends inside this chunk
+            for k in range(j + 1, min(n, j + 1 + reach)):
+                nxt = self.chunks[k].content
+                first = min([m.start() for m in _DEFINES.finditer(nxt)] + [m.start() for m in _HEADING.finditer(nxt)], default=len(nxt))
+                if len(_ENUM.sub("", nxt[:first]).strip()) < 20:
+                    break  # the next definition (or section) starts here
+                hit[k] = max(hit[k], cont)
+                if first < len(nxt):
+                    break
+        self._definitions[key] = hit
+        return hit
 
     def heading_hits(self, words: tuple[str, ...]) -> np.ndarray:
         hit = self._heading_hits.get(words)
@@ -329,8 +375,9 @@ class _DealIndex:
                 parts.append(sep + c.content if sep else c.content)
                 pos += len(c.content)
             text = "".join(parts)
-            self.docs[doc_id] = _Doc(doc_id, chunks[0].document_role, chunks, section_headings(text, starts), heading_paths(text, starts),
-                                     np.array([toc_like(c.content) for c in chunks], dtype=bool))
+            paths = heading_paths(text, starts)
+            self.docs[doc_id] = _Doc(doc_id, chunks[0].document_role, chunks, section_headings(text, starts), paths,
+                                     np.array([toc_like(c.content) for c in chunks], dtype=bool), _runs(paths))
         self.flat: list[tuple[str, int]] = [(d, i) for d, doc in self.docs.items() for i in range(len(doc.chunks))]
         self._corpus: LexicalIndex | None = None
         self.routers: BoundedCache[Any, tuple[DocumentRouter, list[str]]] = BoundedCache(32)
@@ -343,6 +390,14 @@ class _DealIndex:
             if self._corpus is None:
                 self._corpus = LexicalIndex([f"{self.docs[d].headings[i]} {self.docs[d].chunks[i].content}" for d, i in self.flat])
             return self._corpus
+
+
+def _runs(paths: Sequence[str]) -> np.ndarray:
+    """A section id per chunk: consecutive chunks under the same heading path share one."""
+    ids = np.zeros(len(paths), dtype=np.int64)
+    for k in range(1, len(paths)):
+        ids[k] = ids[k - 1] + (paths[k] != paths[k - 1])
+    return ids
 
 
 def _year(chunk: ChunkView) -> str:
@@ -373,6 +428,13 @@ class QuestionSettings:
     routing: bool = True
     glossary: bool = True
     clean: bool = True
+    define_continue: float = 0.8
+    document_weight: float = 1.0
+    define_reach: int = 15
+    smooth_hops: int = 1
+    smooth_decay: float = 1.0
+    smooth_sections: bool = False
+    section_weight: float = 0.0
     unrouted_windows: int = UNROUTED_WINDOWS
     max_ranked: int = MAX_RANKED
 
@@ -455,6 +517,10 @@ class QuestionStage:
                 notes.append(f"question_routed: to {', '.join(routed)} (named by {q.hint or q.text!r})")
             elif q.explicit:
                 notes.append(f"question_not_routed: no document of the deal matches {q.hint!r}; searched every document")
+        prior: dict[str, float] = {}
+        if not routed and st.document_weight > 0:  # unrouted: the documents the question's names point at, as soft evidence
+            router, ids_ = self._router(index, gate, visible)
+            prior = dict(zip(ids_, router.evidence(q.text if not st.routing else (q.hint or q.text)).tolist(), strict=True))
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
         concepts = [self.config.glossary.concepts[c] for c in q.concepts]
         if concepts:
@@ -502,8 +568,12 @@ class QuestionStage:
             lexical = self._lexical(index.corpus_lexical(), q.body, terms_text, rows)
         heads = np.concatenate([index.docs[d].heading_hits(headings)[pos] for d, pos in segments]) if headings and g.heading_boost else None
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
-        defining = np.array([defines_term(index.docs[d].chunks[i].content, q.terms) for d, pos in segments for i in pos], dtype=np.float64) \
+        defining = np.concatenate([index.docs[d].definitions(q.terms, st.define_continue, st.define_reach)[pos] for d, pos in segments]) \
             if q.terms and st.define_boost else None
+        prior_arr = np.concatenate([np.full(len(pos), prior.get(d, 0.0)) for d, pos in segments]) if prior and any(prior.values()) else None
+        sections = None
+        if st.smooth_sections or st.section_weight:  # (document, heading-path run) of every pooled chunk
+            sections = np.concatenate([index.docs[d].section_ids[pos] + 1_000_000 * k for k, (d, pos) in enumerate(segments)])
         # one normalisation unit per routed document; the whole pool when unrouted (BM25 is deal-wide then)
         units = list(zip(offsets[:-1], offsets[1:], strict=True)) if routed else [(0, len(ids))]
         final = np.zeros(len(ids))
@@ -516,8 +586,11 @@ class QuestionStage:
                 fused = fused + st.define_boost * defining[a:b]
             if heads is not None:
                 fused = fused + g.heading_boost * heads[a:b]
+            if prior_arr is not None:
+                fused = fused + st.document_weight * prior_arr[a:b]
             fused_all[a:b] = fused
-            final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b])
+            final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b], hops=st.smooth_hops, decay=st.smooth_decay,
+                                 sections=sections[a:b] if sections is not None else None, section_weight=st.section_weight)
         if st.toc_last:
             final = np.where(toc, -1.0 + 0.001 * final, final)
         combined = _unit(final)
@@ -558,17 +631,39 @@ def _windows(chunk: ChunkView, config: NodeConfig) -> int:
     return 1 + max(0, -(-int(1.5 * chunk.token_count - rc.window_tokens) // step))
 
 
-def _smooth(scores: np.ndarray, lam: float, breaks: Sequence[int]) -> np.ndarray:
-    """``s_i + lam·max(s_{i-1}, s_{i+1})`` on min-max normalised scores; neighbours across a document break count 0."""
+def _smooth(scores: np.ndarray, lam: float, breaks: Sequence[int], *, hops: int = 1, decay: float = 1.0,
+            sections: np.ndarray | None = None, section_weight: float = 0.0) -> np.ndarray:
+    """``s_i + lam·max_h decay^(h-1)·max(s_{i-h}, s_{i+h})`` (h = 1..hops) on min-max normalised scores, plus
+    ``section_weight·max(s over i's section)``; neighbours across a document break (or, given ``sections``, a section
+    break) count 0."""
     s = minmax(np.asarray(scores, dtype=np.float64))
-    if lam == 0 or s.size < 2:
+    if s.size < 2:
         return s
-    left = np.r_[0.0, s[:-1]]
-    right = np.r_[s[1:], 0.0]
-    for b in breaks:
-        left[b] = 0.0
-        right[b - 1] = 0.0
-    return s + lam * np.maximum(left, right)
+    out = s.copy()
+    if lam:
+        n = s.size
+        doc = np.zeros(n, dtype=np.int64)
+        for b in breaks:
+            doc[b:] += 1
+        unit = doc if sections is None else sections
+        best = np.zeros(n)
+        for h in range(1, max(1, hops) + 1):
+            if h >= n:
+                break
+            left = np.r_[np.zeros(h), s[:-h]]
+            right = np.r_[s[h:], np.zeros(h)]
+            left[h:][unit[h:] != unit[:-h]] = 0.0
+            right[:-h][unit[:-h] != unit[h:]] = 0.0
+            left[:h] = 0.0
+            right[n - h:] = 0.0
+            best = np.maximum(best, decay ** (h - 1) * np.maximum(left, right))
+        out = out + lam * best
+    if section_weight and sections is not None:
+        top: dict[int, float] = {}
+        for k, sec in enumerate(sections.tolist()):
+            top[sec] = max(top.get(sec, 0.0), float(s[k]))
+        out = out + section_weight * np.array([top[sec] for sec in sections.tolist()])
+    return out
 
 
 def _unit(final: np.ndarray) -> np.ndarray:

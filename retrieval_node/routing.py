@@ -175,6 +175,18 @@ class DocumentRouter:
             return np.zeros(0)
         return self.name_scores(hint) + self.head_weight * self.head_scores(hint)
 
+    def evidence(self, text: str) -> np.ndarray:
+        """Soft document evidence for a text that routes nowhere, in [0, 1] per document: its words in a document's
+        name plus ``head_weight`` x its proper nouns (parties, years) in the document's head, divided by the best."""
+        if not self.docs or not text.strip():
+            return np.zeros(len(self.docs))
+        s = self.name_scores(text, drop_generic=True)
+        nouns = proper_nouns(text)
+        if nouns:
+            s = s + self.head_weight * self.head_scores(nouns)
+        top = float(s.max())
+        return s / top if top > 0 else s
+
     def route(self, hint: str, *, explicit: bool) -> list[str]:
         """The document ids the description names (best first; ties kept), or [] when it names none."""
         if not self.docs or not hint.strip():
