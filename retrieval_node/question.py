@@ -311,7 +311,6 @@ class _Doc:
     headings: list[str]
     paths: list[str]
     toc: np.ndarray
-    section_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _lexical: LexicalIndex | None = None
     _heading_hits: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
     _definitions: dict[Any, np.ndarray] = field(default_factory=dict)
@@ -375,9 +374,8 @@ class _DealIndex:
                 parts.append(sep + c.content if sep else c.content)
                 pos += len(c.content)
             text = "".join(parts)
-            paths = heading_paths(text, starts)
-            self.docs[doc_id] = _Doc(doc_id, chunks[0].document_role, chunks, section_headings(text, starts), paths,
-                                     np.array([toc_like(c.content) for c in chunks], dtype=bool), _runs(paths))
+            self.docs[doc_id] = _Doc(doc_id, chunks[0].document_role, chunks, section_headings(text, starts), heading_paths(text, starts),
+                                     np.array([toc_like(c.content) for c in chunks], dtype=bool))
         self.flat: list[tuple[str, int]] = [(d, i) for d, doc in self.docs.items() for i in range(len(doc.chunks))]
         self._corpus: LexicalIndex | None = None
         self.routers: BoundedCache[Any, tuple[DocumentRouter, list[str]]] = BoundedCache(32)
@@ -390,14 +388,6 @@ class _DealIndex:
             if self._corpus is None:
                 self._corpus = LexicalIndex([f"{self.docs[d].headings[i]} {self.docs[d].chunks[i].content}" for d, i in self.flat])
             return self._corpus
-
-
-def _runs(paths: Sequence[str]) -> np.ndarray:
-    """A section id per chunk: consecutive chunks under the same heading path share one."""
-    ids = np.zeros(len(paths), dtype=np.int64)
-    for k in range(1, len(paths)):
-        ids[k] = ids[k - 1] + (paths[k] != paths[k - 1])
-    return ids
 
 
 def _year(chunk: ChunkView) -> str:
@@ -431,10 +421,6 @@ class QuestionSettings:
     define_continue: float = 0.8
     document_weight: float = 1.0
     define_reach: int = 15
-    smooth_hops: int = 1
-    smooth_decay: float = 1.0
-    smooth_sections: bool = False
-    section_weight: float = 0.0
     unrouted_windows: int = UNROUTED_WINDOWS
     max_ranked: int = MAX_RANKED
 
@@ -571,9 +557,6 @@ class QuestionStage:
         defining = np.concatenate([index.docs[d].definitions(q.terms, st.define_continue, st.define_reach)[pos] for d, pos in segments]) \
             if q.terms and st.define_boost else None
         prior_arr = np.concatenate([np.full(len(pos), prior.get(d, 0.0)) for d, pos in segments]) if prior and any(prior.values()) else None
-        sections = None
-        if st.smooth_sections or st.section_weight:  # (document, heading-path run) of every pooled chunk
-            sections = np.concatenate([index.docs[d].section_ids[pos] + 1_000_000 * k for k, (d, pos) in enumerate(segments)])
         # one normalisation unit per routed document; the whole pool when unrouted (BM25 is deal-wide then)
         units = list(zip(offsets[:-1], offsets[1:], strict=True)) if routed else [(0, len(ids))]
         final = np.zeros(len(ids))
@@ -589,8 +572,7 @@ class QuestionStage:
             if prior_arr is not None:
                 fused = fused + st.document_weight * prior_arr[a:b]
             fused_all[a:b] = fused
-            final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b], hops=st.smooth_hops, decay=st.smooth_decay,
-                                 sections=sections[a:b] if sections is not None else None, section_weight=st.section_weight)
+            final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b])
         if st.toc_last:
             final = np.where(toc, -1.0 + 0.001 * final, final)
         combined = _unit(final)
@@ -631,39 +613,17 @@ def _windows(chunk: ChunkView, config: NodeConfig) -> int:
     return 1 + max(0, -(-int(1.5 * chunk.token_count - rc.window_tokens) // step))
 
 
-def _smooth(scores: np.ndarray, lam: float, breaks: Sequence[int], *, hops: int = 1, decay: float = 1.0,
-            sections: np.ndarray | None = None, section_weight: float = 0.0) -> np.ndarray:
-    """``s_i + lam·max_h decay^(h-1)·max(s_{i-h}, s_{i+h})`` (h = 1..hops) on min-max normalised scores, plus
-    ``section_weight·max(s over i's section)``; neighbours across a document break (or, given ``sections``, a section
-    break) count 0."""
+def _smooth(scores: np.ndarray, lam: float, breaks: Sequence[int]) -> np.ndarray:
+    """``s_i + lam·max(s_{i-1}, s_{i+1})`` on min-max normalised scores; neighbours across a document break count 0."""
     s = minmax(np.asarray(scores, dtype=np.float64))
-    if s.size < 2:
+    if lam == 0 or s.size < 2:
         return s
-    out = s.copy()
-    if lam:
-        n = s.size
-        doc = np.zeros(n, dtype=np.int64)
-        for b in breaks:
-            doc[b:] += 1
-        unit = doc if sections is None else sections
-        best = np.zeros(n)
-        for h in range(1, max(1, hops) + 1):
-            if h >= n:
-                break
-            left = np.r_[np.zeros(h), s[:-h]]
-            right = np.r_[s[h:], np.zeros(h)]
-            left[h:][unit[h:] != unit[:-h]] = 0.0
-            right[:-h][unit[:-h] != unit[h:]] = 0.0
-            left[:h] = 0.0
-            right[n - h:] = 0.0
-            best = np.maximum(best, decay ** (h - 1) * np.maximum(left, right))
-        out = out + lam * best
-    if section_weight and sections is not None:
-        top: dict[int, float] = {}
-        for k, sec in enumerate(sections.tolist()):
-            top[sec] = max(top.get(sec, 0.0), float(s[k]))
-        out = out + section_weight * np.array([top[sec] for sec in sections.tolist()])
-    return out
+    left = np.r_[0.0, s[:-1]]
+    right = np.r_[s[1:], 0.0]
+    for b in breaks:
+        left[b] = 0.0
+        right[b - 1] = 0.0
+    return s + lam * np.maximum(left, right)
 
 
 def _unit(final: np.ndarray) -> np.ndarray:
