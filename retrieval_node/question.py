@@ -8,7 +8,7 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
 1. **Parse** (:func:`parse_question`): the document description the question gives ("Consider X; ...", "In the X,
    ...", or words naming a document's title, kind or year in passing), the question itself with a generic lead-in
    ("What is the", "Information about the") dropped, the terms it quotes, and the glossary concepts it names
-   (``configs/glossary.yaml``).
+   (``configs/glossary.yaml``; a word of seven letters or more may be misspelt by one letter: "Interveining Event").
 2. **Route** (:mod:`retrieval_node.routing`): among the documents this call may see, the ones the description
    names; none named: the whole deal.
 3. **Score** the routed documents' chunks (every chunk the gate lets through): dense = best MiniLM window cosine
@@ -16,10 +16,16 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    document's own chunks, so IDF is the document's ("confidential" is everywhere in an NDA and says nothing there),
    each chunk prefixed with the title of the section it sits in; a glossary concept mixes its pseudo-clauses into
    the dense score and its drafting terms into the lexical score; min-max normalised fusion (lexical weight 0.5);
-   chunks defining a quoted term (“Knowledge” means ...) gain ``DEFINE_BOOST``; chunks under a section title of a
-   matched concept gain the glossary's ``heading_boost``; neighbour smoothing ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in
-   reading order (answers run over consecutive chunks); table-of-contents chunks last. Unrouted, the same over the
-   whole deal (dense top windows of the deal, deal-wide BM25).
+   chunks defining a quoted term (“Knowledge” means ..., also “Company Knowledge” or “Knowledge of the Seller”: the
+   term with up to three more words) gain ``DEFINE_BOOST``, and the chunks a long definition runs on into (until the
+   next definition or a section heading starts, at most ``DEFINE_REACH``) gain ``DEFINE_CONTINUE`` x that boost;
+   chunks under a section title of a matched concept gain the glossary's ``heading_boost``; neighbour smoothing
+   ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in reading order (answers run over consecutive chunks); table-of-contents
+   chunks last. Unrouted, the same over the whole deal (dense top windows of the deal, deal-wide BM25, one
+   normalisation unit), plus **document evidence**: a chunk gains ``DOCUMENT_WEIGHT`` x its document's match of the
+   question's words in document names and of its proper nouns (parties, years) in document openings
+   (:meth:`~retrieval_node.routing.DocumentRouter.evidence`, 0..1), so a question naming "the NDA between CopAcc and
+   ToP Mentors" still favours that NDA's clauses when nothing is routed (a clause chunk never repeats the parties).
 4. The ranked :class:`~retrieval_node.values.Scored` list goes to the packager like any other: a question's chunks
    carry no risk kinds while they are selected (the package is filled by relevance, not risk first);
    :meth:`QuestionStage.annotate` then screens what was packed, so the package's risk summary still reports any
@@ -64,6 +70,11 @@ LEXICAL_WEIGHT = 0.5
 SMOOTH = 0.4
 #: Added to the fused score of a chunk that defines a term the question quotes.
 DEFINE_BOOST = 1.0
+#: A long definition: the chunks it runs on into gain this share of ``DEFINE_BOOST`` (at most ``DEFINE_REACH`` of them).
+DEFINE_CONTINUE = 0.8
+DEFINE_REACH = 15
+#: Unrouted: added to every chunk of a document x the question's evidence for that document (0..1).
+DOCUMENT_WEIGHT = 1.0
 #: Dense windows fetched for an unrouted question (the rest of the deal's chunks count as least similar).
 UNROUTED_WINDOWS = 400
 #: Chunks a ranking returns at most (best first): more than any budget packs (200k tokens are ~1,500 chunks of ~130).
@@ -419,7 +430,7 @@ class QuestionSettings:
     glossary: bool = True
     clean: bool = True
     define_continue: float = 0.8
-    document_weight: float = 1.0
+    document_weight: float = DOCUMENT_WEIGHT
     define_reach: int = 15
     unrouted_windows: int = UNROUTED_WINDOWS
     max_ranked: int = MAX_RANKED

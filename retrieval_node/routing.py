@@ -18,7 +18,8 @@ A description from an explicit form ("Consider X; ...", "In the X, ...") routes 
 anything matches. Without one, only a document's name can be named in passing ("does the condo bylaw restrict
 rentals?"): the question's words are matched against names only (and its capitalised words, party names, against
 the heads), and the question routes only when one document is named more than the others. Otherwise nothing is
-routed and the whole deal is searched.
+routed and the whole deal is searched. Then :meth:`DocumentRouter.evidence` gives the same name and proper-noun
+match as soft evidence per document (0..1), which the unrouted ranking adds to each document's chunks.
 """
 
 from __future__ import annotations
