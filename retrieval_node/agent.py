@@ -36,6 +36,15 @@ from .question import QuestionResult, question_intent
 from .store import Store
 
 
+def profile_stage(name: str, profile: AgentProfile, stage: Stage | str) -> Stage:
+    """``stage`` if the agent's profile runs in it, else :class:`~retrieval_node.errors.IntentError` (a profile step and
+    a question step of the agent refuse a stage alike)."""
+    stage = Stage(stage)
+    if stage not in profile.stages:
+        raise IntentError(f"agent {name!r} does not run in stage {stage.value}; configured stages: {[s.value for s in profile.stages]}")
+    return stage
+
+
 def intent_from_profile(
     name: str,
     profile: AgentProfile,
@@ -46,9 +55,7 @@ def intent_from_profile(
     query_text: str | None = None,
 ) -> RetrievalIntent:
     """Build the intent of a configured agent profile (what adapters start from)."""
-    stage = Stage(stage)
-    if stage not in profile.stages:
-        raise IntentError(f"agent {name!r} does not run in stage {stage.value}; configured stages: {[s.value for s in profile.stages]}")
+    stage = profile_stage(name, profile, stage)
     return RetrievalIntent(
         intent_id=profile.intent_id,
         deal_id=deal_id,

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Protocol, TypedDict, runtime_checkable
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
-from .agent import RetrievalAgent, intent_from_profile
+from .agent import RetrievalAgent, intent_from_profile, profile_stage
 from .config import AgentProfile, NodeConfig
 from .errors import TrustRequired, IntentError, UnknownAgentError
 from .models import ContextPackage, RetrievalIntent, RetrievalSummary, Stage, TrustContext
@@ -327,14 +327,16 @@ class RetrievalNode:
     def _question_intent(self, run: RunSettings, agent_name: str, deal_id: str, question: str) -> RetrievalIntent:
         """The question's intent under the step agent's contract (as ``RetrievalAgent.ask`` for a caller bound to that
         agent), with the step's budget (else the agent profile's) and stage. The retrieval itself runs under the
-        call's trust, unchanged: a trust bound to another agent is refused as for a profile step."""
+        call's trust, unchanged: a trust bound to another agent is refused as for a profile step. A stage the agent's
+        profile does not run in is refused as for a profile step (:func:`~retrieval_node.agent.profile_stage`)."""
         profile = self.agent.config.agents[agent_name]
+        stage = profile_stage(agent_name, profile, run.stage or Stage.DILIGENCE)
         base = run.trust
         if base is None:
             raise TrustRequired("a TrustContext is required: build RetrievalNode(agent, trust=...) or RetrievalAgent(store, trust=...)")
         as_agent = base.model_copy(update={"agent_id": profile.agent_id})
         budget = run.budget if run.budget is not None else profile.max_tokens_budget
-        return self.agent.question_intent(deal_id, question, budget=budget, stage=run.stage or Stage.DILIGENCE, trust=as_agent)
+        return self.agent.question_intent(deal_id, question, budget=budget, stage=stage, trust=as_agent)
 
     def _update(self, run: RunSettings, step: str, package: ContextPackage, summary: RetrievalSummary) -> dict[str, Any]:
         k = run.keys

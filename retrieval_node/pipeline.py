@@ -15,6 +15,7 @@ Fallbacks (spec 5), each recorded in ``summary.fallbacks``:
 
 * no chunk in the target sections -> minimal package, ``UNABLE_TO_ASSESS``, ``needs_human_input``;
 * budget too small for the required zones or the material risks -> greedy by risk, shortfall reported;
+* budget too small for any chunk found (an empty package, e.g. a question's) -> ``budget_shortfall``, ``needs_human_input``;
 * Mem0 unavailable -> structural filter from the vector payloads;
 * nothing scores above ``risk_threshold`` -> broaden to every section once, then flag for human review;
 * Qdrant unavailable -> :class:`~retrieval_node.errors.BackendError`; no package is fabricated.
@@ -187,7 +188,7 @@ class Pipeline:
                 report.unfit = sorted(set(report.unfit) | (set(report.required) - set(report.covered) - set(report.absent)))
             missed = [s for cid, s in found.items() if s.material and cid not in sel.chosen]
             needs_human = _degradations(fallbacks, needs_human, refs=refs, redacted=len(redacted), above_trust=above_trust if trust.authenticated else 0, missed=missed,
-                                        report=report, budget=budget, searched=bool(scored), what=f"{plan.sections} chunks for deal {intent.deal_id}")
+                                        report=report, budget=budget, searched=len(scored), what=f"{plan.sections} chunks for deal {intent.deal_id}")
             why = explain(intent=intent, view=view, sections=plan.sections, roles=plan.roles, refs=refs, sel=sel, scored=found, report=report,
                           missed=missed, inspected=len(scored), excerpt_for=settings.excerpt_for, trust=trust)
             package = build_package(deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id, refs=refs,
@@ -209,7 +210,7 @@ class Pipeline:
             deal_id=intent.deal_id, intent_id=intent.intent_id, agent_id=intent.agent_id,
             total_latency_ms=timings["total_ms"], mem0_query_time_ms=timings.get("structural_ms", 0.0),
             vector_search_time_ms=timings.get("vector_ms", 0.0) + timings.get("embed_ms", 0.0),
-            ranking_time_ms=timings["ranking_ms"], packaging_time_ms=timings["packaging_ms"],
+            ranking_time_ms=timings.get("ranking_ms", 0.0), packaging_time_ms=timings["packaging_ms"],
             chunks_inspected=len(found), chunks_selected=len(refs), tokens_selected=total,
             risk_distribution=why.risk_distribution, structural_coverage_score=report.score,
             embedding_api_calls=emb_calls, mem0_api_calls=mem0_calls, estimated_cost_usd=0.0,
@@ -296,8 +297,9 @@ def admit(trust: TrustContext, *, deal_id: str, agent_id: str, what: str) -> Non
 
 
 def _degradations(fallbacks: list[str], needs_human: bool, *, refs: Sequence[ChunkReference], redacted: int, above_trust: int,
-                  missed: Sequence[Scored], report: CoverageReport, budget: int, searched: bool, what: str) -> bool:
-    """Record in ``fallbacks`` what the package lacks and why; returns whether a human must look."""
+                  missed: Sequence[Scored], report: CoverageReport, budget: int, searched: int, what: str) -> bool:
+    """Record in ``fallbacks`` what the package lacks and why (``searched``: how many chunks the ranking found);
+    returns whether a human must look."""
     if redacted:
         shown = sum(1 for r in refs if r.redacted)
         fallbacks.append(f"redacted: {redacted} chunk(s) one level above the caller's trust listed without content ({shown} fit the budget)")
@@ -311,6 +313,10 @@ def _degradations(fallbacks: list[str], needs_human: bool, *, refs: Sequence[Chu
         fallbacks.append(f"budget_shortfall: required zone(s) {report.unfit} present in the deal but did not fit in {budget} tokens")
     if report.absent:
         needs_human = True
+    if searched and not missed and not report.unfit and not any(not r.redacted for r in refs):
+        # nothing material was lost, yet the package holds no chunk: the budget fits none of what was found
+        needs_human = True
+        fallbacks.append(f"budget_shortfall: none of the {searched} chunk(s) found fits in {budget} tokens; the package holds no evidence")
     if not searched:
         needs_human = True
         fallbacks.append(f"no_chunks: no {what}")

@@ -8,7 +8,7 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
 1. **Parse** (:func:`parse_question`): the document description the question gives ("Consider X; ...", "In the X,
    ...", or words naming a document's title, kind or year in passing), the question itself with a generic lead-in
    ("What is the", "Information about the") dropped, the terms it quotes, and the glossary concepts it names
-   (``configs/glossary.yaml``).
+   (``configs/glossary.yaml``; a word of seven letters or more may be misspelt by one letter: "Interveining Event").
 2. **Route** (:mod:`retrieval_node.routing`): among the documents this call may see, the ones the description
    names; none named: the whole deal.
 3. **Score** the routed documents' chunks (every chunk the gate lets through): dense = best MiniLM window cosine
@@ -16,10 +16,16 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    document's own chunks, so IDF is the document's ("confidential" is everywhere in an NDA and says nothing there),
    each chunk prefixed with the title of the section it sits in; a glossary concept mixes its pseudo-clauses into
    the dense score and its drafting terms into the lexical score; min-max normalised fusion (lexical weight 0.5);
-   chunks defining a quoted term (“Knowledge” means ...) gain ``DEFINE_BOOST``; chunks under a section title of a
-   matched concept gain the glossary's ``heading_boost``; neighbour smoothing ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in
-   reading order (answers run over consecutive chunks); table-of-contents chunks last. Unrouted, the same over the
-   whole deal (dense top windows of the deal, deal-wide BM25).
+   chunks defining a quoted term (“Knowledge” means ..., also “Company Knowledge” or “Knowledge of the Seller”: the
+   term with up to three more words) gain ``DEFINE_BOOST``, and the chunks a long definition runs on into (until the
+   next definition or a section heading starts, at most ``DEFINE_REACH``) gain ``DEFINE_CONTINUE`` x that boost;
+   chunks under a section title of a matched concept gain the glossary's ``heading_boost``; neighbour smoothing
+   ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in reading order (answers run over consecutive chunks); table-of-contents
+   chunks last. Unrouted, the same over the whole deal (dense top windows of the deal, deal-wide BM25, one
+   normalisation unit), plus **document evidence**: a chunk gains ``DOCUMENT_WEIGHT`` x its document's match of the
+   question's words in document names and of its proper nouns (parties, years) in document openings
+   (:meth:`~retrieval_node.routing.DocumentRouter.evidence`, 0..1), so a question naming "the NDA between CopAcc and
+   ToP Mentors" still favours that NDA's clauses when nothing is routed (a clause chunk never repeats the parties).
 4. The ranked :class:`~retrieval_node.values.Scored` list goes to the packager like any other: a question's chunks
    carry no risk kinds while they are selected (the package is filled by relevance, not risk first);
    :meth:`QuestionStage.annotate` then screens what was packed, so the package's risk summary still reports any
@@ -64,6 +70,11 @@ LEXICAL_WEIGHT = 0.5
 SMOOTH = 0.4
 #: Added to the fused score of a chunk that defines a term the question quotes.
 DEFINE_BOOST = 1.0
+#: A long definition: the chunks it runs on into gain this share of ``DEFINE_BOOST`` (at most ``DEFINE_REACH`` of them).
+DEFINE_CONTINUE = 0.8
+DEFINE_REACH = 15
+#: Unrouted: added to every chunk of a document x the question's evidence for that document (0..1).
+DOCUMENT_WEIGHT = 1.0
 #: Dense windows fetched for an unrouted question (the rest of the deal's chunks count as least similar).
 UNROUTED_WINDOWS = 400
 #: Chunks a ranking returns at most (best first): more than any budget packs (200k tokens are ~1,500 chunks of ~130).
@@ -194,6 +205,9 @@ _DEFINES = re.compile(
 )
 
 
+_ENUM = re.compile(r"\(\s*[a-zA-Z0-9]{1,5}\s*\)|\b[a-z0-9]{1,4}\.(?=\s)")
+
+
 def quoted_terms(question: str) -> tuple[str, ...]:
     """Terms the question puts in quotes: 'What is the Definition of "Knowledge"' -> ('knowledge',)."""
     return tuple(" ".join(t.lower().split()) for t in _QUOTED.findall(question))
@@ -202,6 +216,8 @@ def quoted_terms(question: str) -> tuple[str, ...]:
 def _same_term(defined: str, asked: str) -> bool:
     defined = " ".join(defined.lower().split())
     if defined == asked or defined.endswith(" " + asked):  # "company material adverse effect" defines "material adverse effect"
+        return True
+    if f" {asked} " in f" {defined} " and len(defined.split()) - len(asked.split()) <= 3:  # "... effect on the company"
         return True
     return difflib.SequenceMatcher(None, defined, asked).ratio() >= 0.85  # a misspelt question ("interveining")
 
@@ -215,21 +231,32 @@ def _norm_phrase(text: str) -> str:
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower().replace("’", "'").replace("'s", ""))) + " "
 
 
+def _same_word(asked: str, written: str) -> bool:
+    """Equal, or a misspelling of a long word: one letter added, dropped or changed ("interveining" for "intervening")."""
+    if asked == written:
+        return True
+    if min(len(asked), len(written)) < 7 or abs(len(asked) - len(written)) > 1 or asked[0] != written[0]:
+        return False
+    return difflib.SequenceMatcher(None, asked, written).ratio() >= 0.9
+
+
 def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
-    """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored);
-    where two matched phrases overlap, the longer wins."""
-    text = _norm_phrase(question)
-    hits: list[tuple[int, int, str]] = []  # (start, end, concept)
+    """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored; a
+    word of seven letters or more may be misspelt by one letter); where two matched phrases overlap, the longer wins."""
+    words = _norm_phrase(question).split()
+    hits: list[tuple[int, int, str]] = []  # (first word, end word, concept)
     for name, concept in glossary.concepts.items():
         for phrase in concept.match:
-            p = _norm_phrase(phrase)
-            if p.strip():
-                for m in re.finditer(re.escape(p), text):
-                    hits.append((m.start(), m.end(), name))
+            p = _norm_phrase(phrase).split()
+            if not p:
+                continue
+            for i in range(len(words) - len(p) + 1):
+                if all(_same_word(w, x) for w, x in zip(words[i:i + len(p)], p, strict=True)):
+                    hits.append((i, i + len(p), name))
     hits.sort(key=lambda h: (-(h[1] - h[0]), h[0]))
     kept: list[tuple[int, int, str]] = []
     for h in hits:
-        if all(h[1] <= k[0] + 1 or h[0] >= k[1] - 1 for k in kept):
+        if all(h[1] <= k[0] or h[0] >= k[1] for k in kept):
             kept.append(h)
     return tuple(dict.fromkeys(name for _s, _e, name in sorted(kept)))
 
@@ -297,11 +324,40 @@ class _Doc:
     toc: np.ndarray
     _lexical: LexicalIndex | None = None
     _heading_hits: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+    _definitions: dict[Any, np.ndarray] = field(default_factory=dict)
 
     def lexical(self) -> LexicalIndex:
         if self._lexical is None:  # built on first use (a routed question reads one document)
             self._lexical = LexicalIndex([f"{h} {c.content}" if h else c.content for h, c in zip(self.headings, self.chunks, strict=True)])
         return self._lexical
+
+    def definitions(self, terms: tuple[str, ...], cont: float, reach: int) -> np.ndarray:
+        """1 for a chunk that defines one of ``terms``, ``cont`` for the chunks the definition runs on into (up to
+        ``reach`` of them, until another definition or a section heading starts), else 0."""
+        key = (terms, cont, reach)
+        hit = self._definitions.get(key)
+        if hit is not None:
+            return hit
+        n = len(self.chunks)
+        hit = np.zeros(n)
+        for j, c in enumerate(self.chunks):
+            starts = [(m.start(), m.group(1)) for m in _DEFINES.finditer(c.content)]
+            own = [p for p, t in starts if any(_same_term(t, x) for x in terms)]
+            if not own:
+                continue
+            hit[j] = 1.0
+            if not cont or any(p > own[0] for p, _t in starts) or _HEADING.search(c.content, own[0]):
+                continue  # the definition ends inside this chunk
+            for k in range(j + 1, min(n, j + 1 + reach)):
+                nxt = self.chunks[k].content
+                first = min([m.start() for m in _DEFINES.finditer(nxt)] + [m.start() for m in _HEADING.finditer(nxt)], default=len(nxt))
+                if len(_ENUM.sub("", nxt[:first]).strip()) < 20:
+                    break  # the next definition (or section) starts here
+                hit[k] = max(hit[k], cont)
+                if first < len(nxt):
+                    break
+        self._definitions[key] = hit
+        return hit
 
     def heading_hits(self, words: tuple[str, ...]) -> np.ndarray:
         hit = self._heading_hits.get(words)
@@ -373,6 +429,9 @@ class QuestionSettings:
     routing: bool = True
     glossary: bool = True
     clean: bool = True
+    define_continue: float = 0.8
+    document_weight: float = DOCUMENT_WEIGHT
+    define_reach: int = 15
     unrouted_windows: int = UNROUTED_WINDOWS
     max_ranked: int = MAX_RANKED
 
@@ -442,7 +501,8 @@ class QuestionStage:
 
         visible = index.visible.get_or_build((gate.key, gate.as_of), eligible)  # per gate: what this caller may see
         timings["structural_ms"] = (time.perf_counter() - t0) * 1000
-        if not visible:
+        if not visible:  # the gate lets no chunk of the deal through: nothing to rank (the pipeline reports no_chunks)
+            timings.update(routing_ms=0.0, vector_ms=0.0, ranking_ms=0.0)
             return QuestionResult([], [], [], timings)
         notes: list[str] = []
         routed: list[str] = []
@@ -454,6 +514,10 @@ class QuestionStage:
                 notes.append(f"question_routed: to {', '.join(routed)} (named by {q.hint or q.text!r})")
             elif q.explicit:
                 notes.append(f"question_not_routed: no document of the deal matches {q.hint!r}; searched every document")
+        prior: dict[str, float] = {}
+        if not routed and st.document_weight > 0:  # unrouted: the documents the question's names point at, as soft evidence
+            router, ids_ = self._router(index, gate, visible)
+            prior = dict(zip(ids_, router.evidence(q.text if not st.routing else (q.hint or q.text)).tolist(), strict=True))
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
         concepts = [self.config.glossary.concepts[c] for c in q.concepts]
         if concepts:
@@ -501,8 +565,9 @@ class QuestionStage:
             lexical = self._lexical(index.corpus_lexical(), q.body, terms_text, rows)
         heads = np.concatenate([index.docs[d].heading_hits(headings)[pos] for d, pos in segments]) if headings and g.heading_boost else None
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
-        defining = np.array([defines_term(index.docs[d].chunks[i].content, q.terms) for d, pos in segments for i in pos], dtype=np.float64) \
+        defining = np.concatenate([index.docs[d].definitions(q.terms, st.define_continue, st.define_reach)[pos] for d, pos in segments]) \
             if q.terms and st.define_boost else None
+        prior_arr = np.concatenate([np.full(len(pos), prior.get(d, 0.0)) for d, pos in segments]) if prior and any(prior.values()) else None
         # one normalisation unit per routed document; the whole pool when unrouted (BM25 is deal-wide then)
         units = list(zip(offsets[:-1], offsets[1:], strict=True)) if routed else [(0, len(ids))]
         final = np.zeros(len(ids))
@@ -515,6 +580,8 @@ class QuestionStage:
                 fused = fused + st.define_boost * defining[a:b]
             if heads is not None:
                 fused = fused + g.heading_boost * heads[a:b]
+            if prior_arr is not None:
+                fused = fused + st.document_weight * prior_arr[a:b]
             fused_all[a:b] = fused
             final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b])
         if st.toc_last:

@@ -18,7 +18,8 @@ A description from an explicit form ("Consider X; ...", "In the X, ...") routes 
 anything matches. Without one, only a document's name can be named in passing ("does the condo bylaw restrict
 rentals?"): the question's words are matched against names only (and its capitalised words, party names, against
 the heads), and the question routes only when one document is named more than the others. Otherwise nothing is
-routed and the whole deal is searched.
+routed and the whole deal is searched. Then :meth:`DocumentRouter.evidence` gives the same name and proper-noun
+match as soft evidence per document (0..1), which the unrouted ranking adds to each document's chunks.
 """
 
 from __future__ import annotations
@@ -174,6 +175,18 @@ class DocumentRouter:
         if not self.docs:
             return np.zeros(0)
         return self.name_scores(hint) + self.head_weight * self.head_scores(hint)
+
+    def evidence(self, text: str) -> np.ndarray:
+        """Soft document evidence for a text that routes nowhere, in [0, 1] per document: its words in a document's
+        name plus ``head_weight`` x its proper nouns (parties, years) in the document's head, divided by the best."""
+        if not self.docs or not text.strip():
+            return np.zeros(len(self.docs))
+        s = self.name_scores(text, drop_generic=True)
+        nouns = proper_nouns(text)
+        if nouns:
+            s = s + self.head_weight * self.head_scores(nouns)
+        top = float(s.max())
+        return s / top if top > 0 else s
 
     def route(self, hint: str, *, explicit: bool) -> list[str]:
         """The document ids the description names (best first; ties kept), or [] when it names none."""

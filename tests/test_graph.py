@@ -16,6 +16,7 @@ from retrieval_node.demo import AGENT_ORDER, SAMPLE_DEAL_ID, build_workflow, ini
 from langgraph.graph import END, START, StateGraph
 
 from retrieval_node.errors import IntentError, TrustRequired, UnknownAgentError
+from retrieval_node.models import Stage
 from retrieval_node.langchain_retriever import ConveyancingRetriever
 from retrieval_node.node import AdapterRegistry, DealState, RetrievalNode, merge_dicts, package_of, summary_of
 
@@ -348,3 +349,25 @@ def test_async_question_step_matches_sync(node):
     a, b = asyncio.run(_aask(node, state)), node(state)
     assert a["package_refs"]["s"]["intent_id"] == "question_v1"
     assert a["package_refs"]["s"]["package_hash"] == b["package_refs"]["s"]["package_hash"]
+
+
+def test_question_step_refuses_a_stage_the_step_agents_profile_does_not_run_in(node):
+    """A profile step refuses a stage its agent's profile does not list (``stages``); a question step of that agent
+    refuses it the same way, with the same error, before anything is retrieved (a question is no way round it)."""
+    agents = node.agent.config.agents
+    original = agents["tax"]
+    agents["tax"] = original.model_copy(update={"stages": [Stage.DILIGENCE]})
+    try:
+        start = {"deal_id": SAMPLE_DEAL_ID, "current_agent": "tax", "current_step": "s", "deal_stage": "CLOSING"}
+        with pytest.raises(IntentError, match=r"agent 'tax' does not run in stage CLOSING") as profile_refusal:
+            node(start)
+        with pytest.raises(IntentError, match=r"agent 'tax' does not run in stage CLOSING") as question_refusal:
+            node({**start, "questions": {"s": "Are there tax arrears?"}})
+        assert str(question_refusal.value) == str(profile_refusal.value)
+        with pytest.raises(IntentError, match=r"does not run in stage CLOSING"):  # the stage from the config as well
+            node({**start, "deal_stage": "DILIGENCE", "questions": {"s": "Are there tax arrears?"}}, {"configurable": {"stage": "CLOSING"}})
+        # in a stage it runs in, the question is asked
+        ok = node({**start, "deal_stage": "DILIGENCE", "questions": {"s": "Are there tax arrears?"}})
+        assert ok["package_refs"]["s"]["intent_id"] == "question_v1"
+    finally:
+        agents["tax"] = original

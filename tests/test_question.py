@@ -307,3 +307,99 @@ def test_cli_ask_prints_one_json_package(deal, store):
     out = json.loads(res.stdout)
     assert {r["document_id"] for r in out["package"]["ordered_chunks"]} == {PURCHASE}
     assert out["package"]["total_tokens"] <= 400
+
+
+def test_question_package_that_holds_nothing_says_why(deal):
+    """An empty package is never silent: a budget that fits none of the ranked chunks is a budget shortfall, and a
+    caller the gate lets see no chunk gets the no-chunks note; either way a human must look."""
+    package, summary = deal.ask_sync(DEAL, "What is the deposit and when is it due?", budget=40)
+    assert package.ordered_chunks == []
+    assert summary.needs_human_input
+    assert any(f.startswith("budget_shortfall:") and "40 tokens" in f for f in summary.fallbacks)
+    roomy, roomy_summary = deal.ask_sync(DEAL, "What is the deposit and when is it due?", budget=400)
+    assert roomy.ordered_chunks and not any(f.startswith("budget_shortfall") for f in roomy_summary.fallbacks)
+    public = TrustContext(max_sensitivity="public", authenticated=True, actor_id="test:public")
+    package, summary = deal.ask_sync(DEAL, "Is there a right of first refusal?", trust=public)  # every chunk is above public
+    assert all(r.redacted for r in package.ordered_chunks) and summary.needs_human_input  # listed without content, no evidence
+    assert any(f.startswith("no_chunks:") for f in summary.fallbacks)
+
+
+# --------------------------------------------------------------------------- definitions, misspellings, document evidence
+
+
+def test_a_definition_runs_on_into_the_chunks_after_its_opening(deal, store, make_chunk, tmp_path):
+    """A long definition split over chunks: the chunks it runs on into rank right after the one that opens it (until
+    the next definition starts), ahead of a chunk elsewhere that merely uses the term; a term defined with a qualifier
+    ("... on the Purchaser") counts as the term."""
+    from dataclasses import replace
+
+    from retrieval_node.ingest import Ingestor
+
+    doc = f"{DEAL}/share_purchase_agreement.pdf"
+    pages = [
+        "Section 1.1 Definitions. “Business Day” means a day on which banks in Calgary are open for business.",
+        "“Material Adverse Effect on the Purchaser” means any change or event that has a material adverse effect on the "
+        "financial condition of the Purchaser taken as a whole, provided that none of the following shall count:",
+        "(a) general economic conditions; (b) changes in applicable law or accounting rules; (c) acts of war or terrorism;",
+        "(d) any failure to meet internal projections, except to the extent those matters affect the Purchaser "
+        "disproportionately compared with other participants in its industry.",
+        "“Outside Date” means December 31, 2026.",
+        "Section 7.2 Conditions. No Material Adverse Effect on the Purchaser shall have occurred, and the Material Adverse "
+        "Effect certificate shall be delivered at Closing.",
+    ]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "spa.jsonl", [
+        make_chunk(t, deal_id=DEAL, document_id=doc, role="OTHER", section="GENERAL", page=i) for i, t in enumerate(pages, 1)])])
+    question = 'Consider the share purchase agreement; What is the Definition of "Material Adverse Effect"'
+    ranking = deal.rank_question(DEAL, question)
+    top = [s.chunk.content for s in ranking.scored[:3]]
+    assert top[0] == pages[1] and set(top[1:]) == {pages[2], pages[3]}
+    stage = deal.pipeline.questions
+    saved = stage.settings
+    stage.settings = replace(saved, define_continue=0.0)
+    try:  # without the rule the condition that merely uses the term outranks the definition's tail
+        plain = [s.chunk.content for s in deal.rank_question(DEAL, question).scored[:3]]
+        assert set(plain[1:]) != {pages[2], pages[3]}
+    finally:
+        stage.settings = saved
+
+
+def test_glossary_concepts_tolerate_a_misspelt_long_word():
+    g = Glossary(concepts={"intervening_event": GlossaryConcept(match=["intervening event"], terms="Intervening Event means"),
+                           "no_shop": GlossaryConcept(match=["no shop"], terms="shall not solicit")})
+    assert match_concepts('What is the Definition of "Interveining Event"', g) == ("intervening_event",)
+    assert match_concepts("an intervning event", g) == ("intervening_event",)
+    assert match_concepts("the inventing event", g) == ()  # two letters apart: another word
+    assert match_concepts("no shoe", g) == ()  # short words must be exact
+
+
+def test_unrouted_question_weighs_the_documents_its_names_point_at(deal, store, make_chunk, tmp_path):
+    """With routing off (one index over the deal, the paper's setting) a question's party names are still evidence:
+    the chunks of the document whose name or opening names them rank first, though the clause sits in a chunk that
+    does not repeat the names and another document words it closer to the question."""
+    from dataclasses import replace
+
+    from retrieval_node.ingest import Ingestor
+
+    a, b = f"{DEAL}/nda_ambercrest_tolland.pdf", f"{DEAL}/nda_birchview_moray.pdf"
+    Ingestor(store).ingest([write_jsonl(tmp_path / "ndas.jsonl", [
+        make_chunk("Mutual non-disclosure agreement between Ambercrest Robotics and Tolland Freight.", deal_id=DEAL, document_id=a,
+                   role="OTHER", section="GENERAL", page=1),
+        make_chunk("The recipient may share confidential information with its professional advisers bound by confidentiality.",
+                   deal_id=DEAL, document_id=a, role="OTHER", section="GENERAL", page=2),
+        make_chunk("Mutual non-disclosure agreement between Birchview Analytics and Moray Shipping.", deal_id=DEAL, document_id=b,
+                   role="OTHER", section="GENERAL", page=1),
+        make_chunk("The receiving party may share confidential information with its employees and advisers who need to know it.",
+                   deal_id=DEAL, document_id=b, role="OTHER", section="GENERAL", page=2),
+    ])])
+    question = "Consider the agreement between Ambercrest Robotics and Tolland Freight; may the receiving party share confidential information with its employees?"
+    stage = deal.pipeline.questions
+    saved = stage.settings
+    try:
+        stage.settings = replace(saved, routing=False)
+        ranking = deal.rank_question(DEAL, question)
+        assert ranking.routed == [] and {s.chunk.document_id for s in ranking.scored[:2]} == {a}
+        stage.settings = replace(saved, routing=False, document_weight=0.0)
+        plain = deal.rank_question(DEAL, question)
+        assert plain.scored[0].chunk.document_id != a or plain.scored[1].chunk.document_id != a
+    finally:
+        stage.settings = saved

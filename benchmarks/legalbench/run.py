@@ -17,7 +17,9 @@ question retrieval (``RetrievalAgent.rank_question``, the ranking ``RetrievalAge
 3. **Ask** each query, the full text ("Consider <document>; <question>"), with the evaluation trust:
    * ``corpus`` — the product as shipped: routing among every document of the deal, glossary on;
    * ``corpus_no_glossary`` — the same without ``configs/glossary.yaml`` (the vocabulary's effect, reported apart);
-   * ``corpus_unrouted`` — the paper's setting: no routing, one index, the description kept in the question.
+   * ``corpus_unrouted`` — the paper's setting: no routing, one index, the description kept in the question (its
+     names still weigh the documents whose name or opening they match: ``QuestionSettings.document_weight``);
+   * ``corpus_unrouted_no_evidence`` (on request) — the same without that document evidence (chunk scores only).
    No gold information reaches the product; the router's accuracy is also measured over *every* file of the
    corpus folder (``routing.folder``), indexed or not, with the product's ``DocumentRouter``.
 4. **Score** with the paper's protocol (``_metrics.py``, checked against brute force at start-up): P@k / R@k for
@@ -76,7 +78,8 @@ NAME = "legalbench"
 SMOKE_QUERIES = 6
 SMOKE_DOCS = 2
 SMOKE_MAX_DOC_CHARS = 40_000
-MODES = ("corpus", "corpus_no_glossary", "corpus_unrouted")
+MODES = ("corpus", "corpus_no_glossary", "corpus_unrouted", "corpus_unrouted_no_evidence")
+DEFAULT_MODES = MODES[:3]
 
 
 # --------------------------------------------------------------------------- chunks and ingest
@@ -331,7 +334,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--others", type=int, default=10, help="documents not referenced by any evaluated query added to the deal (drawn with --seed)")
     ap.add_argument("--others-max-kb", type=float, default=60.0, help="only files up to this size are drawn as --others (ingest cost)")
     ap.add_argument("--chunk-chars", type=int, default=500, help="maximum characters per chunk")
-    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
+    ap.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated subset of {','.join(MODES)} (default: the first three)")
     ap.add_argument("--workdir", default=None, help="store + JSONL directory (default: <tmp>/retrieval-node-legalbench/<deal id>; kept between runs)")
     ap.add_argument("--fresh", action="store_true", help="delete the workdir first")
     ap.add_argument("--max-ingest-minutes", type=float, default=None, help="stop ingesting after this long (resume by running again)")
@@ -464,7 +467,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         agent = RetrievalAgent(store, trust=EVAL_TRUST)
         stage = agent.pipeline.questions
         mode_settings = {"corpus": QuestionSettings(), "corpus_no_glossary": QuestionSettings(glossary=False),
-                         "corpus_unrouted": QuestionSettings(routing=False)}
+                         "corpus_unrouted": QuestionSettings(routing=False),
+                         "corpus_unrouted_no_evidence": QuestionSettings(routing=False, document_weight=0.0)}
 
         # the router alone over every file of the corpus folder (indexed or not): what "routing among all documents" gives
         t = time.perf_counter()
@@ -563,7 +567,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "chunking": {"method": "recursive, legal-text boundaries (blank line, line, 3+ spaces, sentence/clause end, comma, space), tiling, no overlap",
                      "max_chars": args.chunk_chars},
         "retrieval": "RetrievalAgent.rank_question (retrieval_node/question.py, routing.py) with the evaluation trust; the full query text",
-        "modes": {m: {"routing": mode_settings[m].routing, "glossary": mode_settings[m].glossary} for m in modes},
+        "modes": {m: {"routing": mode_settings[m].routing, "glossary": mode_settings[m].glossary,
+                      "document_weight": mode_settings[m].document_weight} for m in modes},
         "glossary_concepts": len(config.glossary.concepts),
         "embedding_model": rc.embedding_model,
         "vector_backend": rc.vector_backend,
