@@ -68,6 +68,7 @@ def ask_command(cli: ModuleType) -> Callable[..., None]:
 
         try:
             with Store.open(home) as st:
+                cli.one_shot()
                 ra = RetrievalAgent(st, trust=trust)
                 try:
                     package, summary = ra.ask_sync(deal, question, budget=budget, stage=stage_name.value)
