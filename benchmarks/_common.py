@@ -169,6 +169,17 @@ def current_rss_mb() -> float | None:
         return None
 
 
+def rss_parts_mb() -> dict[str, float] | None:
+    """The current RSS split (Linux ``/proc/self/status``): ``anon`` (the process's own heap: what it allocated) and
+    ``file`` (mapped files: shared libraries and the store's memory-mapped vector and payload files, clean pages the
+    kernel can drop and read again), in MB; None elsewhere."""
+    try:
+        rows = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(("RssAnon", "RssFile")))
+        return {"anon": round(int(rows["RssAnon"].split()[0]) / 1024, 1), "file": round(int(rows["RssFile"].split()[0]) / 1024, 1)}
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
 def _busy_jiffies() -> int | None:
     """Busy CPU time of the whole machine (user+nice+system+irq+softirq+steal), in clock ticks."""
     try:

@@ -108,6 +108,7 @@ from _common import (  # noqa: E402
     peak_rss_mb,
     print_machine,
     result_path,
+    rss_parts_mb,
     table,
     write_result,
 )
@@ -871,6 +872,7 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             node["cli"] = cli
             rss_node = peak_rss_mb()
             rss_node_now = current_rss_mb()
+            rss_node_parts = rss_parts_mb()
             naive = None
             if not args.skip_naive:
                 # before the concurrent calls: they write audit memories from 10 threads at once
@@ -911,6 +913,7 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             "peak_model_loaded": rss_start,
             "peak_after_node": rss_node,
             "current_after_node": rss_node_now,
+            "current_after_node_parts": rss_node_parts,
             "peak_at_end": rss_total,
         },
         "wall_s": round(time.perf_counter() - t_size, 1),
@@ -918,6 +921,10 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- report
+
+
+def _parts(parts: dict[str, float] | None) -> str | None:
+    return f"{parts['anon']:,.0f} / {parts['file']:,.0f}" if parts else None
 
 
 def _found(check: dict[str, Any]) -> str:
@@ -950,6 +957,7 @@ def _row(res: dict[str, Any]) -> dict[str, Any]:
         "concurrent / sequential": node["concurrency"]["ratio"],
         "errors (warm + seq + concurrent)": node["warm"]["errors"] + node["concurrency"]["sequential_errors"] + node["concurrency"]["concurrent_errors"],
         "peak RSS after node (MB)": res["rss_mb"]["peak_after_node"],
+        "  RSS after node: own heap / mapped files (MB)": _parts(res["rss_mb"].get("current_after_node_parts")),
         "peak RSS at end, incl. naive (MB)": res["rss_mb"]["peak_at_end"],
         "Mem0 intact before concurrency": "yes" if res["integrity_before_concurrency"]["ok"] else "NO",
         "Mem0 intact after concurrency": "yes" if res["integrity_after_concurrency"]["ok"] else "NO",

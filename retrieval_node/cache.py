@@ -68,6 +68,14 @@ class BoundedCache(Generic[K, V]):
         with self._lock:
             self._d.clear()
 
+    def discard(self, drop: Callable[[K], bool]) -> int:
+        """Remove every entry whose key ``drop`` accepts; returns how many went."""
+        with self._lock:
+            gone = [k for k in self._d if drop(k)]
+            for k in gone:
+                del self._d[k]
+        return len(gone)
+
     def __len__(self) -> int:
         return len(self._d)
 

@@ -215,13 +215,16 @@ class Gate:
 
 class DealCache:
     """The deal views of one process, keyed by deal and rebuilt when the deal's ingest generation changes; at most
-    ``deal_cache_size`` of them, the least recently used dropped first."""
+    ``deal_cache_size`` of them, the least recently used dropped first. What other stages keep per chunk of a view
+    (the rankers' signals, the packager's token costs) is dropped with it: each ``on_evict`` callback is called with
+    every view the cache lets go."""
 
     def __init__(self, backends: Backends) -> None:
         self.backends = backends
         self._deals: OrderedDict[str, DealView] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
+        self.on_evict: list[Callable[[DealView], None]] = []
 
     def _fresh(self, view: DealView, gen: int) -> bool:
         ttl = self.backends.config.retrieval.cache_ttl_seconds
@@ -274,11 +277,15 @@ class DealCache:
         view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
         view.findings = self._findings(deal_id)
         view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
+        evicted: list[DealView] = []
         with self._lock:
             self._deals[deal_id] = view
             self._deals.move_to_end(deal_id)
             while len(self._deals) > self.backends.config.retrieval.deal_cache_size:
-                self._deals.popitem(last=False)
+                evicted.append(self._deals.popitem(last=False)[1])
+        for old in evicted:
+            for forget in self.on_evict:
+                forget(old)
         return self._said(view, fallbacks), 1
 
     def _touch(self, deal_id: str) -> None:

@@ -16,7 +16,7 @@ accounting; :func:`~retrieval_node.finalize.finalize` puts it in reading order a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from itertools import accumulate
 
 from .cache import BoundedCache
@@ -71,6 +71,13 @@ class ContextPackager:
         self.tokens = tokens
         self._cost_cache: BoundedCache[str, int] = BoundedCache(COST_CACHE)
         self._excerpt_cost_cache: BoundedCache[tuple[str, int, int], int] = BoundedCache(COST_CACHE)
+
+    def forget(self, chunk_ids: Set[str]) -> int:
+        """Drop the token costs kept for these chunks (their deal view left the deal cache); returns how many went."""
+        if not chunk_ids:
+            return 0
+        return (self._cost_cache.discard(lambda k: k in chunk_ids)
+                + self._excerpt_cost_cache.discard(lambda k: k[0] in chunk_ids))
 
     def block_cost(self, chunk: ChunkView) -> int:
         """Tokens of one rendered block (with a two-digit citation id) plus its separators."""

@@ -79,6 +79,7 @@ class Pipeline:
         self.deals = DealCache(backends)
         self.retriever = SegmentAwareRetriever(backends)
         self.packager = ContextPackager(backends.tokens)
+        self.deals.on_evict.append(self._forget_view)
         self.coverage = CoverageSelfCheck(self.packager)
         self.snapshot_rows = SnapshotRows()
         self._queries: BoundedCache[str, np.ndarray] = BoundedCache(QUERY_CACHE, ttl=float(config.retrieval.cache_ttl_seconds))
@@ -107,6 +108,13 @@ class Pipeline:
         return compile_plan(intent, self.agent_name(intent), self.config.contracts)
 
     # -- state --------------------------------------------------------------------------------
+    def _forget_view(self, view: DealView) -> None:
+        """A deal view left the deal cache: what the rankers and the packager keep of its chunks goes with it (a
+        process serving every deal of a large store keeps per-chunk state for the cached deals only)."""
+        self.rankers.forget({c.content_hash for c in view.chunks.values()})
+        self.packager.forget(set(view.chunks))
+        self.questions.forget(view)
+
     def query_vector(self, text: str) -> tuple[np.ndarray, int]:
         """The embedding of ``text`` (cached) and how many model calls it took (0 or 1)."""
         vec = self._queries.get(text)

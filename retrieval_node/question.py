@@ -460,6 +460,10 @@ class QuestionStage:
             return ParsedQuestion(text=q.text, hint="", explicit=False, body=f"{q.hint} {q.body}", terms=q.terms, concepts=q.concepts)
         return q
 
+    def forget(self, view: DealView) -> None:
+        """Drop the question index built over ``view`` (the view left the deal cache)."""
+        self._deals.pop((view.deal_id, view.generation, view.loaded_at))
+
     def _index(self, view: DealView) -> _DealIndex:
         key = (view.deal_id, view.generation, view.loaded_at)
         with self._lock:

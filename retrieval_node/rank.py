@@ -15,7 +15,7 @@ selection can be explained.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from .cache import BoundedCache
@@ -102,6 +102,18 @@ class RiskAwareRanker:
         self._static_cache: BoundedCache[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = BoundedCache(100_000)
         #: signals ingest stored (precompute.py), still encoded: decoded when a chunk is first scored, not when offered
         self._stored: BoundedCache[tuple[str, tuple[str, ...]], tuple[str | None, Callable[[str | None], RiskSignal]]] = BoundedCache(200_000)
+
+    def forget(self, content_hashes: Set[str]) -> int:
+        """Drop what this ranker keeps of the chunks with these content hashes (their deal view left the deal cache:
+        what is kept per chunk lives as long as the views that hold the chunk, not for every deal ever served).
+        Returns how many entries went; a chunk asked about again is read again, with the same answer."""
+        if not content_hashes:
+            return 0
+
+        def by_hash(key: object) -> bool:  # every key is the content hash or starts with it
+            return (key if isinstance(key, str) else key[0]) in content_hashes  # type: ignore[index]
+
+        return sum(c.discard(by_hash) for c in (self._risk_cache, self._span_cache, self._mention_cache, self._static_cache, self._stored))
 
     def offer(self, content_hash: str, domains: tuple[str, ...], encoded: str | None, decode: Callable[[str | None], RiskSignal]) -> None:
         """A chunk's signal as ingest stored it (``decode(encoded)`` is what :func:`risk_signal` returns for the chunk under
@@ -242,6 +254,10 @@ class Rankers:
                 key = tuple(profile.risk_kinds)
                 if key not in self._by_kinds:
                     self._by_kinds[key] = RiskAwareRanker(config.risk_signals.only_kinds(key), lexical_weight=LEXICAL_WEIGHT)
+
+    def forget(self, content_hashes: Set[str]) -> int:
+        """:meth:`RiskAwareRanker.forget` on every ranker of the configuration."""
+        return sum(r.forget(content_hashes) for r in (self.default, *self._by_kinds.values()))
 
     def settings(self, intent: RetrievalIntent, profile: AgentProfile | None) -> RankSettings:
         """The settings of ``intent``, built from its agent ``profile`` (None: the whole lexicon, every domain)."""

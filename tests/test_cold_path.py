@@ -414,3 +414,50 @@ def test_building_a_view_leaves_the_garbage_collector_as_it_found_it(sample_stor
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_view_dropped_from_the_deal_cache_takes_what_is_kept_of_its_chunks_with_it(sample_store, node_config) -> None:
+    """A process serving every deal of a large store: what the rankers and the packager keep per chunk (risk signals,
+    spans, mentions, token costs) lives as long as the deal's view, not for every deal ever served; a deal served again
+    after its view was dropped gets the same package."""
+    from retrieval_node.agent import RetrievalAgent
+    from retrieval_node.pipeline import Pipeline
+
+    one = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"deal_cache_size": 1})})
+
+    class Backends:  # the sample store with a one-view limit (same registry and index)
+        def __init__(self, store):
+            self._store = store
+            self.config = one
+
+        def __getattr__(self, name):
+            return getattr(self._store, name)
+
+    agent = RetrievalAgent(sample_store, trust=FULL_TRUST)
+    pipeline = Pipeline(Backends(sample_store), one, audit=agent.audit)
+    rankers = [pipeline.rankers.default, *pipeline.rankers._by_kinds.values()]
+
+    def kept_signals(hashes: set[str]) -> int:
+        caches = [c for r in rankers for c in (r._risk_cache, r._span_cache, r._mention_cache, r._static_cache, r._stored)]
+        return sum(1 for c in caches for k in c._d if (k if isinstance(k, str) else k[0]) in hashes)
+
+    def kept_costs(ids: set[str]) -> int:
+        return sum(1 for k in pipeline.packager._cost_cache._d if k in ids) + sum(1 for k in pipeline.packager._excerpt_cost_cache._d if k[0] in ids)
+
+    a, b = DEAL, "2026-BRDG-0107"
+    first = pipeline.run(agent.intent_for("investigator", deal_id=a), FULL_TRUST)[0]
+    view_a = pipeline.deals._deals[a]
+    hashes_a, ids_a = {c.content_hash for c in view_a.chunks.values()}, set(view_a.chunks)
+    assert kept_signals(hashes_a) > 0 and kept_costs(ids_a) > 0
+
+    pipeline.run(agent.intent_for("investigator", deal_id=b), FULL_TRUST)
+    view_b = pipeline.deals._deals[b]
+    assert a not in pipeline.deals._deals
+    only_a = hashes_a - {c.content_hash for c in view_b.chunks.values()}
+    assert only_a and kept_signals(only_a) == 0
+    assert kept_costs(ids_a - set(view_b.chunks)) == 0
+    assert kept_signals({c.content_hash for c in view_b.chunks.values()}) > 0  # the cached deal keeps its own
+
+    again = pipeline.run(agent.intent_for("investigator", deal_id=a), FULL_TRUST)[0]
+    assert again.package_hash == first.package_hash
+    assert [r.chunk_id for r in again.ordered_chunks] == [r.chunk_id for r in first.ordered_chunks]
