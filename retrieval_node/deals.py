@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import lexical
 from .backends.mem0_registry import LEDGER, ledger_records
@@ -29,10 +29,13 @@ from .contracts import ContractPlan
 from .errors import BackendError
 from .models import TrustContext, sha256_hex
 from .passages import Links, continuation_links
-from .superseded import superseded_copies
 from .ports import Backends
 from .precompute import findings_of, setting_key
+from .superseded import superseded_copies
 from .values import ChunkView
+
+if TYPE_CHECKING:
+    from .config import NodeConfig
 
 #: BM25 results kept per deal view (agents repeat their profile queries).
 BM25_CACHE = 64
@@ -219,15 +222,18 @@ class DealCache:
     (the rankers' signals, the packager's token costs) is dropped with it: each ``on_evict`` callback is called with
     every view the cache lets go."""
 
-    def __init__(self, backends: Backends) -> None:
+    def __init__(self, backends: Backends, config: NodeConfig | None = None) -> None:
+        """``config``: whose ``retrieval`` settings (``deal_cache_size``, ``cache_ttl_seconds``) apply; default the
+        backends' (a :class:`~retrieval_node.agent.RetrievalAgent` built with its own config passes it)."""
         self.backends = backends
+        self.settings = (config or backends.config).retrieval
         self._deals: OrderedDict[str, DealView] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
         self.on_evict: list[Callable[[DealView], None]] = []
 
     def _fresh(self, view: DealView, gen: int) -> bool:
-        ttl = self.backends.config.retrieval.cache_ttl_seconds
+        ttl = self.settings.cache_ttl_seconds
         return view.generation == gen and time.monotonic() - view.loaded_at <= ttl and view.source == "mem0"
 
     def view(self, deal_id: str, fallbacks: list[str] | None = None) -> tuple[DealView, int]:
@@ -281,7 +287,7 @@ class DealCache:
         with self._lock:
             self._deals[deal_id] = view
             self._deals.move_to_end(deal_id)
-            while len(self._deals) > self.backends.config.retrieval.deal_cache_size:
+            while len(self._deals) > self.settings.deal_cache_size:
                 evicted.append(self._deals.popitem(last=False)[1])
         for old in evicted:
             for forget in self.on_evict:

@@ -76,7 +76,7 @@ class Pipeline:
         self.config = config
         self.audit = audit
         self.rankers = Rankers(config)
-        self.deals = DealCache(backends)
+        self.deals = DealCache(backends, config)
         self.retriever = SegmentAwareRetriever(backends)
         self.packager = ContextPackager(backends.tokens)
         self.deals.on_evict.append(self._forget_view)

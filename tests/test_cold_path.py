@@ -377,21 +377,15 @@ def test_point_ids_of_the_deal_table_are_the_stored_points_ids() -> None:
     same()
 
 
-class _ViewsLimited:
-    """The sample store's backends (same registry and index) under a config keeping at most ``limit`` deal views."""
-
-    def __init__(self, store, node_config, limit: int) -> None:
-        self._store = store
-        self.config = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"deal_cache_size": limit})})
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
+def _views_limited(node_config, limit: int):
+    """The suite's config keeping at most ``limit`` deal views."""
+    return node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"deal_cache_size": limit})})
 
 
 def test_deal_views_kept_are_bounded_least_recently_used_first(sample_store, node_config) -> None:
     from retrieval_node.deals import DealCache
 
-    cache = DealCache(_ViewsLimited(sample_store, node_config, 2))
+    cache = DealCache(sample_store, _views_limited(node_config, 2))
     a, b, c = "2026-ACME-0042", "2026-BRDG-0107", "2026-KEST-0313"
     assert cache.view(a)[1] == 1 and cache.view(b)[1] == 1
     assert cache.view(a)[1] == 0  # kept, and now the most recently used
@@ -422,11 +416,9 @@ def test_a_view_dropped_from_the_deal_cache_takes_what_is_kept_of_its_chunks_wit
     spans, mentions, token costs) lives as long as the deal's view, not for every deal ever served; a deal served again
     after its view was dropped gets the same package."""
     from retrieval_node.agent import RetrievalAgent
-    from retrieval_node.pipeline import Pipeline
 
-    limited = _ViewsLimited(sample_store, node_config, 1)
-    agent = RetrievalAgent(sample_store, trust=FULL_TRUST)
-    pipeline = Pipeline(limited, limited.config, audit=agent.audit)
+    agent = RetrievalAgent(sample_store, config=_views_limited(node_config, 1), trust=FULL_TRUST)  # the agent's own config applies
+    pipeline = agent.pipeline
     rankers = [pipeline.rankers.default, *pipeline.rankers._by_kinds.values()]
 
     def kept_signals(hashes: set[str]) -> int:
