@@ -28,7 +28,8 @@ def test_ingest_throughput_smoke(tmp_path):
 
 @pytest.mark.slow
 def test_retrieval_latency_smoke(tmp_path):
-    data = _run(["benchmarks/retrieval_latency.py", "--smoke", "--workers", "2"], tmp_path / "latency.json")
+    work = tmp_path / "work"
+    data = _run(["benchmarks/retrieval_latency.py", "--smoke", "--workers", "2", "--workdir", str(work), "--keep"], tmp_path / "latency.json")
     assert data["results"] and all(r["node"]["warm"]["p50_ms"] > 0 for r in data["results"])
     for r in data["results"]:  # the process-pool mode ran on the same store, every audit entry found once
         pool = r["node"]["process_pool"]
@@ -38,6 +39,13 @@ def test_retrieval_latency_smoke(tmp_path):
         assert len(r["node"]["cold"]["calls"]) == r["fill"]["deals"] and r["fill"]["precomputed"]
         cli = r["node"]["cli"]
         assert cli["calls"] and all(c["exit"] == 0 for c in cli["calls"]) and cli["model_loaded_any"] is False
+        if sys.platform == "linux":  # the RSS split: the process's own heap and its mapped files
+            assert r["rss_mb"]["current_after_node_parts"]["anon"] > 0 and r["rss_mb"]["current_after_node_parts"]["file"] > 0
+    if sys.platform == "linux":  # deal_memory.py runs on the store the latency run kept
+        size = data["results"][-1]["size"]
+        mem = _run(["benchmarks/deal_memory.py", "--store", str(work / f"store-{size}"), "--deals", "2"], tmp_path / "memory.json")
+        assert [row["deal"] for row in mem["per_deal"]] == ["2026-SCALE-0001", "2026-SCALE-0002"]
+        assert all(row["views"] >= 1 and row["anon"] > 0 and row["file"] > 0 for row in mem["per_deal"])
 
 
 @pytest.mark.slow
