@@ -109,8 +109,8 @@ class Pipeline:
 
     # -- state --------------------------------------------------------------------------------
     def _forget_view(self, view: DealView) -> None:
-        """A deal view left the deal cache: what the rankers and the packager keep of its chunks goes with it (a
-        process serving every deal of a large store keeps per-chunk state for the cached deals only)."""
+        """A deal view left the deal cache: what the rankers, the packager and the question stage keep of its chunks
+        goes with it (a process serving every deal of a large store keeps per-chunk state for the cached deals only)."""
         self.rankers.forget({c.content_hash for c in view.chunks.values()})
         self.packager.forget(set(view.chunks))
         self.questions.forget(view)
@@ -321,7 +321,7 @@ def _degradations(fallbacks: list[str], needs_human: bool, *, refs: Sequence[Chu
         fallbacks.append(f"budget_shortfall: required zone(s) {report.unfit} present in the deal but did not fit in {budget} tokens")
     if report.absent:
         needs_human = True
-    if searched and not missed and not report.unfit and not any(not r.redacted for r in refs):
+    if searched and not missed and not report.unfit and all(r.redacted for r in refs):
         # nothing material was lost, yet the package holds no chunk: the budget fits none of what was found
         needs_human = True
         fallbacks.append(f"budget_shortfall: none of the {searched} chunk(s) found fits in {budget} tokens; the package holds no evidence")

@@ -236,7 +236,7 @@ def seed_ranker(view: Any, settings: Any) -> None:
         c = chunks.get(cid)
         if c is None:
             continue
-        ranker.offer(c.content_hash, domains, raw, decode_signal)
+        ranker.offer(c.content_hash, domains, raw)
         if spans is not None:
             by_chars = json.loads(spans)
             if chars in by_chars:

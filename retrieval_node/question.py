@@ -222,11 +222,6 @@ def _same_term(defined: str, asked: str) -> bool:
     return difflib.SequenceMatcher(None, defined, asked).ratio() >= 0.85  # a misspelt question ("interveining")
 
 
-def defines_term(content: str, terms: Sequence[str]) -> bool:
-    """True when the chunk defines one of ``terms`` ("“Knowledge” means ...")."""
-    return bool(terms) and any(_same_term(m.group(1), t) for m in _DEFINES.finditer(content) for t in terms)
-
-
 def _norm_phrase(text: str) -> str:
     return " " + " ".join(re.findall(r"[a-z0-9]+", text.lower().replace("’", "'").replace("'s", ""))) + " "
 

@@ -23,8 +23,12 @@ from .config import AgentProfile, NodeConfig, RiskLexicon, RiskWeights
 from .deals import DealView
 from .errors import IntentError
 from .models import RetrievalIntent
+from .precompute import decode_signal
 from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, entity_mentioned, mentioned_entities, risk_signal
 from .values import Candidate, ChunkView, Scored, ScoreTerms
+
+#: ``RiskAwareRanker._stored`` has no signal of the chunk (None is an encoded signal)
+_NOT_OFFERED = object()
 
 #: Weight of BM25 inside the semantic term (the rest is the dense cosine).
 LEXICAL_WEIGHT = 0.3
@@ -101,7 +105,7 @@ class RiskAwareRanker:
         self._mention_cache: BoundedCache[str, tuple[frozenset[str], frozenset[str]]] = BoundedCache(200_000)
         self._static_cache: BoundedCache[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = BoundedCache(100_000)
         #: signals ingest stored (precompute.py), still encoded: decoded when a chunk is first scored, not when offered
-        self._stored: BoundedCache[tuple[str, tuple[str, ...]], tuple[str | None, Callable[[str | None], RiskSignal]]] = BoundedCache(200_000)
+        self._stored: BoundedCache[tuple[str, tuple[str, ...]], str | None] = BoundedCache(200_000)
 
     def forget(self, content_hashes: Set[str]) -> int:
         """Drop what this ranker keeps of the chunks with these content hashes (their deal view left the deal cache:
@@ -115,20 +119,21 @@ class RiskAwareRanker:
 
         return sum(c.discard(by_hash) for c in (self._risk_cache, self._span_cache, self._mention_cache, self._static_cache, self._stored))
 
-    def offer(self, content_hash: str, domains: tuple[str, ...], encoded: str | None, decode: Callable[[str | None], RiskSignal]) -> None:
-        """A chunk's signal as ingest stored it (``decode(encoded)`` is what :func:`risk_signal` returns for the chunk under
-        this ranker's lexicon and ``domains``): :meth:`risk` serves it instead of reading the chunk again."""
+    def offer(self, content_hash: str, domains: tuple[str, ...], encoded: str | None) -> None:
+        """A chunk's signal as ingest stored it (:func:`~retrieval_node.precompute.decode_signal` of ``encoded`` is what
+        :func:`risk_signal` returns for the chunk under this ranker's lexicon and ``domains``): :meth:`risk` serves it
+        instead of reading the chunk again."""
         key = (content_hash, domains)
         if key not in self._risk_cache:
-            self._stored.put(key, (encoded, decode))
+            self._stored.put(key, encoded)
 
     def risk(self, content_hash: str, content: str, domains: Sequence[str]) -> RiskSignal:
         key = (content_hash, tuple(domains))
         sig = self._risk_cache.get(key)
         if sig is None:
-            stored = self._stored.get(key)
-            if stored is not None:
-                sig = stored[1](stored[0])
+            stored = self._stored.get(key, _NOT_OFFERED)
+            if stored is not _NOT_OFFERED:  # an encoded signal (None encodes "no risk")
+                sig = decode_signal(stored)
             else:
                 sig = risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
             self._risk_cache.put(key, sig)
