@@ -323,12 +323,13 @@ class DealCache:
         if not chunks:
             return []
         ids = sorted(chunks)
+        points = [point_id(c, 0) for c in ids]
         found: dict[str, dict[str, Any]] = {}
         for i in range(0, len(ids), PAIR_BATCH):
-            found.update(self.backends.chunks.payloads([point_id(c, 0) for c in ids[i:i + PAIR_BATCH]], PAIR_FIELDS))
+            found.update(self.backends.chunks.payloads(points[i:i + PAIR_BATCH], PAIR_FIELDS))
         unpaired = []
-        for cid in ids:
-            p = found.get(point_id(cid, 0))
+        for cid, pid in zip(ids, points, strict=True):
+            p = found.get(pid)
             if p is None or p.get("deal_id") != deal_id or p.get("content_hash") != chunks[cid].content_hash:
                 unpaired.append(cid)
         if not unpaired:

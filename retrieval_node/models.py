@@ -613,6 +613,13 @@ SECTION_LABELS: dict[str, str] = {
 }
 
 
+def quoted_body(text: str) -> str:
+    """The body part of a block quoting ``text`` (:func:`block_parts`). Ingest stores the token count of each chunk's
+    whole-content body under a key that includes this function's source (:mod:`~retrieval_node.precompute`), so a
+    change here makes the stored counts unused rather than wrong."""
+    return f"{text}\n"
+
+
 def block_parts(ref: ChunkReference, n: int, code: str | None = None, deal_id: str | None = None) -> tuple[str, str, str]:
     """(header line, quoted body, end line) of one block: ``"".join`` of them is :func:`render_block`; apart, a token
     counter can count them piece by piece."""
@@ -623,7 +630,7 @@ def block_parts(ref: ChunkReference, n: int, code: str | None = None, deal_id: s
     section = SECTION_LABELS.get(ref.section_type.value, ref.section_type.value)
     return (
         f"[E{n} {escape_field(document_label(ref.document_id, deal_id))} p{pages}{' ' + section if section else ''}{part}]\n",
-        f"{body}\n",
+        quoted_body(body),
         f"[/E{n} {end}]",
     )
 
@@ -847,6 +854,7 @@ __all__ = [
     "Stage",
     "TrustContext",
     "block_parts",
+    "quoted_body",
     "build_package",
     "compute_chunk_id",
     "document_label",

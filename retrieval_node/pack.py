@@ -54,10 +54,13 @@ def weakest_first(s: Scored) -> tuple[float, float, str]:
     return (s.terms.risk, s.terms.combined, s.chunk.chunk_id)
 
 
-def count_evidence(tokens: TokenCounter, parts: Sequence[str]) -> int:
-    """Tokens of ``"".join(parts)``, piece by piece where the counter can do that exactly."""
+def count_evidence(tokens: TokenCounter, parts: Sequence[str], known: Mapping[int, int] | None = None) -> int:
+    """Tokens of ``"".join(parts)``, piece by piece where the counter can do that exactly (``known``: part index ->
+    its count, already had; see :meth:`~retrieval_node.tokens.TiktokenCounter.count_parts`)."""
     count_parts = getattr(tokens, "count_parts", None)
-    return count_parts(parts) if count_parts is not None else tokens.count("".join(parts))
+    if count_parts is None:
+        return tokens.count("".join(parts))
+    return count_parts(parts, known) if known else count_parts(parts)
 
 
 class ContextPackager:
@@ -71,20 +74,32 @@ class ContextPackager:
         self.tokens = tokens
         self._cost_cache: BoundedCache[str, int] = BoundedCache(COST_CACHE)
         self._excerpt_cost_cache: BoundedCache[tuple[str, int, int], int] = BoundedCache(COST_CACHE)
+        #: chunk id -> (content hash, tokens of its block body) as ingest counted them (precompute.offer_bodies)
+        self._bodies: BoundedCache[str, tuple[str, int]] = BoundedCache(COST_CACHE)
 
     def forget(self, chunk_ids: Set[str]) -> int:
         """Drop the token costs kept for these chunks (their deal view left the deal cache); returns how many went."""
         if not chunk_ids:
             return 0
         return (self._cost_cache.discard(lambda k: k in chunk_ids)
-                + self._excerpt_cost_cache.discard(lambda k: k[0] in chunk_ids))
+                + self._excerpt_cost_cache.discard(lambda k: k[0] in chunk_ids)
+                + self._bodies.discard(lambda k: k in chunk_ids))
+
+    def offer_body(self, chunk_id: str, content_hash: str, tokens: int) -> None:
+        """``tokens`` = this packager's count of :func:`~retrieval_node.models.quoted_body` of the content with
+        ``content_hash`` (ingest counted it: :func:`~retrieval_node.precompute.offer_bodies`): :meth:`block_cost`
+        uses it instead of tokenising the chunk's content."""
+        if chunk_id not in self._cost_cache:
+            self._bodies.put(chunk_id, (content_hash, tokens))
 
     def block_cost(self, chunk: ChunkView) -> int:
         """Tokens of one rendered block (with a two-digit citation id) plus its separators."""
         cost = self._cost_cache.get(chunk.chunk_id)
         if cost is None:
             head, body, end = block_parts(to_reference(chunk), 99, SAMPLE_CODE, chunk.deal_id)
-            cost = self._cost_cache.put(chunk.chunk_id, count_evidence(self.tokens, [head, body, end + "\n"]))
+            stored = self._bodies.get(chunk.chunk_id)
+            known = {1: stored[1]} if stored is not None and stored[0] == chunk.content_hash else None
+            cost = self._cost_cache.put(chunk.chunk_id, count_evidence(self.tokens, [head, body, end + "\n"], known))
         return cost
 
     def excerpt_cost(self, chunk: ChunkView, span: tuple[int, int]) -> int:

@@ -52,7 +52,7 @@ from .models import (
 )
 from .pack import ContextPackager
 from .passages import companions
-from .precompute import offer_mentions, seed_ranker
+from .precompute import offer_bodies, offer_mentions, seed_ranker
 from .superseded import demote
 from .ports import AuditSink, Backends
 from .question import ParsedQuestion, QuestionResult, QuestionStage
@@ -166,6 +166,7 @@ class Pipeline:
         gate = view.gate(plan, trust, intent.as_of)
         redacted, above_trust = gate.listed()
         seed_ranker(view, settings)  # the risk signals ingest stored for the deal (precompute.py)
+        offer_bodies(view, self.packager, self.backends)  # and its chunks' body token counts
         ranked = self._rank(intent, question, plan=plan, settings=settings, view=view, gate=gate, qvec=qvec, clock=clock, fallbacks=fallbacks)
         scored, score, passages, confidence, needs_human = ranked.scored, ranked.score, ranked.passages, ranked.confidence, ranked.needs_human
         mem0_calls += ranked.mem0_calls

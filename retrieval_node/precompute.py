@@ -16,6 +16,12 @@ read through OCR damage: the costliest part of scoring a chunk the first time). 
 the entities of the patterns the store holds when it runs, under a fingerprint of the findings fingerprint and those
 entities: after ``patterns add`` changes them, first calls work the mentions out again until the deal is ingested
 again (slower, never another answer).
+
+The packager's first estimate of a chunk's cost is the token count of its rendered block, whose body (the chunk's
+whole content, :func:`~retrieval_node.models.quoted_body`) is the costly part to count: ingest counts it too, under
+:func:`body_form` (the encoding and the body's rendering), and :class:`~retrieval_node.pack.ContextPackager` uses
+it for the chunk with that content hash. The package's final count (:mod:`~retrieval_node.finalize`) never uses a
+stored count: it tokenises the package text.
 """
 
 from __future__ import annotations
@@ -30,8 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from . import risk
+from . import models
 from .config import NodeConfig, RiskLexicon
+from .models import quoted_body, sha256_hex
 from .query_cache import owner_only_sqlite
 from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, mentioned_entities, risk_signal
 
@@ -87,6 +97,14 @@ def fingerprint(config: NodeConfig) -> str:
     return h.hexdigest()[:32]
 
 
+def body_form(encoding: str) -> str:
+    """What a stored body count depends on: the encoding's name and the source of the body's rendering."""
+    h = hashlib.sha256(b"retrieval-node body tokens v1\0")
+    h.update(encoding.encode())
+    h.update(inspect.getsource(models.quoted_body).encode())
+    return h.hexdigest()[:32]
+
+
 def encode_signal(sig: RiskSignal) -> str | None:
     """A signal as compact JSON (None for the empty signal of a chunk the lexicon does not touch)."""
     if sig == _EMPTY:
@@ -98,7 +116,7 @@ def encode_signal(sig: RiskSignal) -> str | None:
 def decode_signal(raw: str | None) -> RiskSignal:
     if raw is None:
         return _EMPTY
-    score, kinds, matches, numeric, risk_terms, benign_terms = json.loads(raw)
+    score, kinds, matches, numeric, risk_terms, benign_terms = orjson.loads(raw)
     return RiskSignal(score=score, kinds=tuple(kinds), matches=tuple(RiskMatch(*m) for m in matches), numeric=tuple(numeric),
                       risk_terms=tuple(risk_terms), benign_terms=tuple(benign_terms))
 
@@ -117,6 +135,11 @@ class ChunkFindings:
                            "PRIMARY KEY (fingerprint, deal_id, chunk_id, setting))")
         self._conn.execute("CREATE TABLE IF NOT EXISTS mentions (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
                            "found TEXT, PRIMARY KEY (fingerprint, deal_id, chunk_id))")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS body_tokens (form TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
+                           "content_hash TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (form, deal_id, chunk_id))")
+        self.encoding = config.retrieval.tokenizer_encoding
+        self.body_form = body_form(self.encoding)
+        self._counter: Any = None
 
     def mentions_fingerprint(self, entities: frozenset[str]) -> str:
         """What a stored mention answer depends on: the findings fingerprint (the reading rules) and the entities."""
@@ -127,8 +150,11 @@ class ChunkFindings:
         (the pattern entities of the store) each names; returns the finding rows written."""
         rows = []
         named = []
+        bodies = []
+        count = self._count_body()
         mfp = self.mentions_fingerprint(entities) if entities else None
         for deal_id, chunk_id, content in chunks:
+            bodies.append((self.body_form, deal_id, chunk_id, sha256_hex(content), count(content)))
             if mfp is not None:
                 found = mentioned_entities(content, entities)
                 named.append((mfp, deal_id, chunk_id, json.dumps(sorted(found)) if found else None))
@@ -145,8 +171,41 @@ class ChunkFindings:
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR REPLACE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self._conn.executemany("INSERT OR REPLACE INTO mentions VALUES (?, ?, ?, ?)", named)
+            self._conn.executemany("INSERT OR REPLACE INTO body_tokens VALUES (?, ?, ?, ?, ?)", bodies)
             self._conn.execute("COMMIT")
         return len(rows)
+
+    def _count_body(self) -> Any:
+        """content -> tokens of its block body under this store's encoding."""
+        if self._counter is None:
+            from .tokens import TiktokenCounter
+
+            self._counter = TiktokenCounter(self.encoding)
+        counter = self._counter
+        return lambda content: counter.count(quoted_body(content))
+
+    def count_bodies(self, chunks: Iterable[tuple[str, str, str]]) -> int:
+        """Store the body token counts of ``(deal id, chunk id, content)`` only (a store ingested before they were
+        kept); returns how many."""
+        count = self._count_body()
+        rows = [(self.body_form, d, c, sha256_hex(t), count(t)) for d, c, t in chunks]
+        with self._lock:
+            if self._conn is None:
+                return 0
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR REPLACE INTO body_tokens VALUES (?, ?, ?, ?, ?)", rows)
+            self._conn.execute("COMMIT")
+        return len(rows)
+
+    def body_tokens(self, deal_id: str, encoding: str) -> dict[str, tuple[str, int]]:
+        """chunk id -> (content hash, tokens of its block body) of the deal's chunks, as ingest counted them under
+        ``encoding`` and the current body rendering (none under another)."""
+        with self._lock:
+            if self._conn is None:
+                return {}
+            rows = self._conn.execute("SELECT chunk_id, content_hash, n FROM body_tokens WHERE form = ? AND deal_id = ?",
+                                      (body_form(encoding), deal_id)).fetchall()
+        return {cid: (h, int(n)) for cid, h, n in rows}
 
     def mentions(self, deal_id: str, entities: frozenset[str]) -> dict[str, frozenset[str]]:
         """chunk id -> which of ``entities`` it names, for the deal's chunks ingest worked this out for under exactly
@@ -173,13 +232,14 @@ class ChunkFindings:
         return out
 
     def drop_stale(self, entities: frozenset[str] = frozenset()) -> int:
-        """Delete finding rows of other fingerprints (their rules are gone) and mention rows of other rules or other
-        entities than ``entities``; returns how many finding rows went."""
+        """Delete finding rows of other fingerprints (their rules are gone), mention rows of other rules or other
+        entities than ``entities`` and body counts of another encoding or rendering; returns how many finding rows went."""
         with self._lock:
             if self._conn is None:
                 return 0
             gone = self._conn.execute("DELETE FROM findings WHERE fingerprint != ?", (self.fingerprint,)).rowcount
             self._conn.execute("DELETE FROM mentions WHERE fingerprint != ?", (self.mentions_fingerprint(entities),))
+            self._conn.execute("DELETE FROM body_tokens WHERE form != ?", (self.body_form,))
             return gone
 
     def close(self) -> None:
@@ -264,10 +324,30 @@ def offer_mentions(view: Any, ranker: Any, entities: frozenset[str], backends: A
             ranker.offer_mentions(c.content_hash, entities, named)
 
 
+def offer_bodies(view: Any, packager: Any, backends: Any) -> None:
+    """Offer ``packager`` the body token counts ingest stored for the view's chunks, once per view and packager
+    (nothing for a counter that is not tiktoken's: it counts as before)."""
+    encoding = getattr(packager.tokens, "encoding_name", None)
+    key = ("bodies", id(packager))
+    if encoding is None or key in view.seeded:
+        return
+    view.seeded.add(key)
+    try:
+        found = findings_of(backends)
+        stored = found.body_tokens(view.deal_id, encoding) if found is not None else {}
+    except Exception:  # a damaged findings file costs time, never an answer
+        return
+    chunks = view.chunks
+    for cid, (content_hash, n) in stored.items():
+        c = chunks.get(cid)
+        if c is not None and c.content_hash == content_hash:
+            packager.offer_body(cid, content_hash, n)
+
+
 def setting_key(kinds: Sequence[str] | None, domains: Sequence[str]) -> str:
     """The key :class:`RiskSetting` files a (kinds, domains) pair under."""
     return json.dumps([list(kinds) if kinds is not None else None, list(domains)], separators=(",", ":"))
 
 
-__all__ = ["FINDINGS_DB", "ChunkFindings", "RiskSetting", "decode_signal", "encode_signal", "findings_of", "fingerprint", "offer_mentions",
+__all__ = ["FINDINGS_DB", "ChunkFindings", "RiskSetting", "body_form", "decode_signal", "encode_signal", "findings_of", "fingerprint", "offer_bodies", "offer_mentions",
            "risk_settings", "seed_ranker", "setting_key"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
@@ -57,7 +57,7 @@ class TiktokenCounter:
     def count_many(self, texts: list[str]) -> list[int]:
         return [len(t) for t in self._encoding.encode_batch(texts, disallowed_special=())]
 
-    def count_parts(self, parts: Sequence[str]) -> int:
+    def count_parts(self, parts: Sequence[str], known: Mapping[int, int] | None = None) -> int:
         """Exactly ``count("".join(parts))``, with the count of each long part kept for the next call.
 
         cl100k splits text into pre-tokens before byte-pair merging, and none of its pre-token patterns
@@ -67,23 +67,34 @@ class TiktokenCounter:
         non-space); any other boundary joins its neighbours first. A package re-rendered with the same
         evidence blocks costs dictionary lookups instead of a second tokenisation of every block.
         An encoding with another pre-token pattern counts the joined text.
+
+        ``known``: part index -> ``count(parts[index])`` as the caller already has it (a chunk's body as ingest
+        counted it, :mod:`~retrieval_node.precompute`); used where that part is counted apart, never kept in the
+        memo. The result is exact only if those counts are.
         """
         if not self._parts_exact:
             return self.count("".join(parts))
         total = 0
         pending = ""
-        for part in parts:
+        alone: int | None = None  # index of the one part ``pending`` holds (None once it joined a neighbour)
+        for i, part in enumerate(parts):
             if not part:
                 continue
             if pending and not (pending[-1] == "\n" and not part[0].isspace()):
                 pending += part  # not a safe boundary: count the two together
+                alone = None
                 continue
             if pending:
-                total += self._count_part(pending)
-            pending = part
+                total += self._counted(pending, alone, known)
+            pending, alone = part, i
         if pending:
-            total += self._count_part(pending)
+            total += self._counted(pending, alone, known)
         return total
+
+    def _counted(self, part: str, index: int | None, known: Mapping[int, int] | None) -> int:
+        """Tokens of ``part`` (``parts[index]`` alone, or several parts joined when ``index`` is None)."""
+        n = known.get(index) if known is not None and index is not None else None
+        return n if n is not None else self._count_part(part)
 
     def _count_part(self, part: str) -> int:
         if len(part) < _CACHED_PART_CHARS:

@@ -173,6 +173,31 @@ def test_stored_findings_are_what_the_risk_module_computes(ingested: Path, node_
         found.close()
 
 
+def test_stored_body_counts_are_the_tokens_of_each_block_body(ingested: Path, node_config, monkeypatch) -> None:
+    """Ingest counts every chunk's block body under the store's encoding; a change of the body's rendering (or another
+    encoding) is never served the old counts."""
+    from retrieval_node import precompute
+    from retrieval_node.models import quoted_body
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+    from retrieval_node.tokens import TiktokenCounter
+
+    counter = TiktokenCounter(node_config.retrieval.tokenizer_encoding)
+    with Store.open(ingested, config=node_config) as st:
+        records = {r.chunk_id: r for r in st.registry.deal_records(DEAL)}
+    found = ChunkFindings(ingested / FINDINGS_DB, node_config)
+    try:
+        stored = found.body_tokens(DEAL, counter.encoding_name)
+        assert set(stored) == set(records)
+        for cid, (content_hash, n) in stored.items():
+            assert content_hash == records[cid].content_hash and n == counter.count(quoted_body(records[cid].content)), cid
+        assert found.body_tokens(DEAL, "another_encoding") == {}
+        real = precompute.inspect.getsource
+        monkeypatch.setattr(precompute.inspect, "getsource", lambda obj: real(obj) + "\n# the body renders otherwise\n")
+        assert found.body_tokens(DEAL, counter.encoding_name) == {}
+    finally:
+        found.close()
+
+
 def test_packages_are_identical_with_and_without_stored_findings_and_lexical_index(ingested: Path, tmp_path: Path, node_config) -> None:
     from retrieval_node.precompute import FINDINGS_DB
 

@@ -300,3 +300,40 @@ def test_an_encoding_with_another_pre_token_pattern_counts_the_joined_text(monke
     counter = tokens.TiktokenCounter()
     parts = ["RETRIEVED\n", "x" * 300 + "\n", "<<<END E1 abc>>>\n"]
     assert counter.count_parts(parts) == counter.count("".join(parts)) and len(counter._parts) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(content=st.lists(st.sampled_from(_PIECES), min_size=1, max_size=200).map("".join))
+def test_a_block_costs_the_same_with_the_body_count_ingest_stored(content):
+    """block_cost with the body's count offered (as ingest stores it: count(quoted_body(content))) equals the count
+    of the rendered block, whatever the content (one starting with whitespace joins the header and the offer is not
+    used); an offer for other content is never used."""
+    from retrieval_node.models import block_parts, quoted_body
+    from retrieval_node.pack import SAMPLE_CODE
+
+    view = replace(_view(1, 3, SECTIONS[0]), content=content, content_hash=sha256_hex(content))
+    head, body, end = block_parts(to_reference(view), 99, SAMPLE_CODE, view.deal_id)
+    whole = COUNTER.count(head + body + end + "\n")
+    offered = ContextPackager(COUNTER)
+    offered.offer_body(view.chunk_id, view.content_hash, COUNTER.count(quoted_body(content)))
+    assert offered.block_cost(view) == whole == ContextPackager(COUNTER).block_cost(view)
+    stale = ContextPackager(COUNTER)
+    stale.offer_body(view.chunk_id, sha256_hex("other text"), 10_000)  # a count for another content: not this chunk's
+    assert stale.block_cost(view) == whole
+
+
+def test_an_offered_body_count_is_used_and_the_final_count_does_not_trust_it():
+    """Fault injection (a deliberately wrong stored count): the selection's estimate uses the offer, finalize counts the
+    package text itself, so the package still fits its budget."""
+    views = [_view(i, 120, SECTIONS[i % 3]) for i in range(6)]
+    honest = ContextPackager(COUNTER)
+    wrong = ContextPackager(COUNTER)
+    for v in views:
+        wrong.offer_body(v.chunk_id, v.content_hash, 1)  # claims each body costs one token
+    assert all(wrong.block_cost(v) < honest.block_cost(v) for v in views)
+    scored = [Scored(chunk=v, terms=ScoreTerms(combined=1.0 - i / 10)) for i, v in enumerate(views)]
+    budget = honest.overhead("D", "i", "a") + 2 * max(honest.block_cost(v) for v in views)
+    sel = wrong.select(scored, budget=budget, overhead=wrong.overhead("D", "i", "a"))
+    assert len(sel.chosen) == 6  # the estimate believed all six fit
+    refs, text, total, _code = finalize(wrong, sel, budget=budget, deal_id="D", intent_id="i", agent_id="a", key=b"k" * 32)
+    assert total == COUNTER.count(text) <= budget and len(refs) < 6
