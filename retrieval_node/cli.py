@@ -321,6 +321,37 @@ def compact(
     raise typer.Exit(0)
 
 
+@app.command()
+def precompute(
+    deals: Annotated[list[str] | None, typer.Option("--deal", metavar="ID", show_default=False,
+                                                    help="Only this deal (repeatable); default every registered deal.")] = None,
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Complete what ingest keeps for fast first calls (risk findings, token counts, pattern mentions, BM25 index).
+
+    For a store ingested by an older version, or after a lexicon, rule or pattern change: re-ingesting unchanged files
+    does not touch their chunks. Answers do not change; first calls get faster. Rows of other rules are deleted.
+    """
+    try:
+        home = _require_store(store)
+        from .ingest import Ingestor
+
+        with _open_store(home) as st:
+            done = Ingestor(st).precompute(deals)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+        return
+    if as_json:
+        typer.echo(json.dumps({"computed": done}))
+    else:
+        for deal_id, n in done.items():
+            typer.echo(f"{deal_id}: {n} chunk(s) computed" if n else f"{deal_id}: complete")
+        if not done:
+            typer.echo("no registered deal")
+    raise typer.Exit(0)
+
+
 @patterns_app.command("add")
 def patterns_add(
     file: Annotated[Path, typer.Argument(metavar="FILE", exists=True, dir_okay=False, show_default=False,

@@ -38,7 +38,7 @@ import queue
 import reprlib
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,8 +48,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from . import lexical
+from .backends.mem0_registry import LEDGER, ledger_deals
 from .backends.vectors import VectorPoint, point_id
-from .errors import BackendError, NoInputFiles, StorageFullError, UsageError
+from .errors import BackendError, IntentError, NoInputFiles, StorageFullError, UsageError
 from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory, sha256_hex
 from .precompute import findings_of
 from .query_cache import profile_query_texts
@@ -360,6 +361,38 @@ class Ingestor:
         except Exception as exc:  # the mentions are then worked out on the call
             log.warning("patterns unreadable (%s): chunk mentions of pattern entities are not kept", exc)
             return frozenset()
+
+    def precompute(self, deal_ids: Sequence[str] | None = None) -> dict[str, int]:
+        """Complete what ingest keeps for fast first calls on chunks already registered: each chunk's risk findings,
+        body token count and pattern mentions under the current rules, encoding and patterns (:mod:`precompute`), and
+        each deal's BM25 index (:mod:`lexical`). For a store ingested before one of them existed, or after a lexicon,
+        rule or pattern change (whose chunks an ingest of unchanged files does not touch); the rows of other rules are
+        deleted. ``deal_ids``: default every deal the registration ledger records. Returns deal id -> chunks computed
+        (an index rebuilt counts as its deal's chunks). Nothing served changes: the calls computed the same on the fly."""
+        findings = findings_of(self.store)
+        entities = self._pattern_entities()
+        if deal_ids is None and not (self.store.home / LEDGER).exists():
+            raise UsageError(f"this store has no registration ledger ({LEDGER}, written by ingest since issue 16) to list its deals "
+                             "from: name them (--deal ID, repeatable)")
+        deals = list(deal_ids) if deal_ids is not None else sorted(ledger_deals(self.store.home))
+        out: dict[str, int] = {}
+        with self._lock:
+            for deal_id in deals:
+                records = [r for r in self.store.registry.deal_records(deal_id) if sha256_hex(r.content) == r.content_hash]
+                if not records and deal_ids is not None:
+                    raise IntentError(f"deal_id {deal_id!r} has no registered chunks in this store; nothing to precompute")
+                todo: set[str] = set()
+                if findings is not None:
+                    todo = findings.missing(deal_id, {r.chunk_id: r.content_hash for r in records}, entities)
+                    findings.compute(((deal_id, r.chunk_id, r.content) for r in records if r.chunk_id in todo), entities)
+                ids = sorted(r.chunk_id for r in records)
+                if records and lexical.load(self.store.home, deal_id, ids) is None:
+                    self.save_lexical(deal_id)
+                    todo |= set(ids)
+                out[deal_id] = len(todo)
+            if findings is not None:
+                findings.drop_stale(entities)
+        return out
 
     def save_lexical(self, deal_id: str) -> None:
         """Rebuild and keep the deal's BM25 index over its registered chunks (what its deal view would build; a

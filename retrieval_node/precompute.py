@@ -184,6 +184,23 @@ class ChunkFindings:
         counter = self._counter
         return lambda content: counter.count(quoted_body(content))
 
+    def missing(self, deal_id: str, chunks: dict[str, str], entities: frozenset[str] = frozenset()) -> set[str]:
+        """Which of ``chunks`` (chunk id -> content hash) lack a finding under some current setting, their body count
+        under the current form and content, or (with ``entities``) their mention answer for exactly those entities."""
+        with self._lock:
+            if self._conn is None:
+                return set(chunks)
+            per: dict[str, int] = dict(self._conn.execute(
+                "SELECT chunk_id, COUNT(*) FROM findings WHERE fingerprint = ? AND deal_id = ? GROUP BY chunk_id",
+                (self.fingerprint, deal_id)).fetchall())
+            bodies = dict(self._conn.execute("SELECT chunk_id, content_hash FROM body_tokens WHERE form = ? AND deal_id = ?",
+                                             (self.body_form, deal_id)).fetchall())
+            named = {r[0] for r in self._conn.execute("SELECT chunk_id FROM mentions WHERE fingerprint = ? AND deal_id = ?",
+                                                      (self.mentions_fingerprint(entities), deal_id)).fetchall()} if entities else None
+        want = len(self.settings)
+        return {cid for cid, h in chunks.items()
+                if per.get(cid, 0) < want or bodies.get(cid) != h or (named is not None and cid not in named)}
+
     def count_bodies(self, chunks: Iterable[tuple[str, str, str]]) -> int:
         """Store the body token counts of ``(deal id, chunk id, content)`` only (a store ingested before they were
         kept); returns how many."""

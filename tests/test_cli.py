@@ -59,6 +59,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         (["retrieve", "--deal", "D", "--agent", "tax"], ["no store at .retrieval-node (from the default ./.retrieval-node)"]),
         (["replay", "aud_0123", "--store", "typo-store"], ["no store at typo-store"]),
         (["compact", "--store", "typo-store"], ["no store at typo-store"]),
+        (["precompute", "--store", "typo-store"], ["no store at typo-store"]),
         (["demo", "--deal", "2026-ACME-0042", "--store", "typo-store"], ["no store at typo-store"]),
         (["ingest", "missing.jsonl"], ["'missing.jsonl' does not exist"]),
         (["patterns", "add", "missing.jsonl"], ["'missing.jsonl' does not exist"]),

@@ -215,6 +215,42 @@ def test_packages_are_identical_with_and_without_stored_findings_and_lexical_ind
         assert with_findings == without, name
 
 
+def test_precompute_completes_a_store_ingested_without_its_first_call_data(ingested: Path, tmp_path: Path, node_config) -> None:
+    """A store without the findings file and the BM25 indexes (an older version's, or one whose lexicon changed):
+    `retrieval-node precompute` fills findings, body counts and the index; packages do not change, a second run
+    computes nothing, and an unknown --deal is refused by name."""
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    (home / FINDINGS_DB).unlink()
+    shutil.rmtree(home / "lexical")
+    before = {name: _package_of(home, node_config, name) for name in ("investigator", "condo")}
+    (home / FINDINGS_DB).unlink()  # the calls opened an empty one
+    with Store.open(home, config=node_config) as st:
+        n = len(st.registry.deal_records(DEAL))
+    run = subprocess.run([sys.executable, "-m", "retrieval_node.cli", "precompute", "--store", str(home), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {"computed": {DEAL: n}}
+    found = ChunkFindings(home / FINDINGS_DB, node_config)
+    try:
+        with Store.open(home, config=node_config) as st:
+            hashes = {r.chunk_id: r.content_hash for r in st.registry.deal_records(DEAL)}
+        assert found.missing(DEAL, hashes) == set() and len(found.body_tokens(DEAL, node_config.retrieval.tokenizer_encoding)) == n
+    finally:
+        found.close()
+    assert (home / "lexical").is_dir()
+    for name, package in before.items():
+        assert _package_of(home, node_config, name) == package, name
+    again = subprocess.run([sys.executable, "-m", "retrieval_node.cli", "precompute", "--store", str(home), "--deal", DEAL, "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and json.loads(again.stdout) == {"computed": {DEAL: 0}}
+    unknown = subprocess.run([sys.executable, "-m", "retrieval_node.cli", "precompute", "--store", str(home), "--deal", "2026-NONE-0000"],
+                             capture_output=True, text=True, timeout=300)
+    assert unknown.returncode == 2 and "2026-NONE-0000" in unknown.stderr and "no registered chunks" in unknown.stderr
+
+
 def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, node_config, monkeypatch) -> None:
     from retrieval_node import precompute
     from retrieval_node.deals import DealCache

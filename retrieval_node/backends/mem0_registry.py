@@ -86,6 +86,25 @@ def ledger_records(home: Path, deal_id: str) -> dict[str, str] | None:
     return out
 
 
+def ledger_deals(home: Path) -> set[str]:
+    """Every deal the registration ledger at ``home`` records (none without a ledger)."""
+    try:
+        text = (Path(home) / LEDGER).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return set()
+    except OSError as exc:
+        raise BackendError(f"cannot read the registration ledger {Path(home) / LEDGER}: {exc.strerror or exc}") from exc
+    out: set[str] = set()
+    for ln in text.splitlines():
+        try:
+            row = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("deal_id"), str):
+            out.add(row["deal_id"])
+    return out
+
+
 def deal_user_id(deal_id: str) -> str:
     """Mem0 scope of a deal (spec 2.1: ``conv-{DealId}``)."""
     return f"conv-{deal_id}"
@@ -423,4 +442,6 @@ __all__ = [
     "SharedEmbeddings",
     "build_memory",
     "deal_user_id",
+    "ledger_deals",
+    "ledger_records",
 ]
