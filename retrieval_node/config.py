@@ -379,13 +379,18 @@ def _format_validation_error(file: str, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+#: ``yaml.safe_load``'s loader, in C when PyYAML was built with libyaml (the configuration files parse 5-10x faster:
+#: ~140 ms of every command's store opening in pure Python)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506  (a safe loader: libyaml's when built with it)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
 

@@ -106,3 +106,18 @@ def test_concurrency_defaults_to_cores_and_engines_validate():
     assert cfg.retrieval.mem0_vector_store == "auto"  # the store's recorded engine; edge for a new store
     with pytest.raises(ConfigError, match="mem0_vector_store"):
         load_config(environ={"RETRIEVAL_NODE_MEM0_VECTOR_STORE": "chroma"})
+
+
+def test_the_configuration_files_read_the_same_with_the_c_and_the_python_safe_loader():
+    """The store reads its YAML with libyaml's safe loader when PyYAML has it (config._SAFE_LOADER): every shipped file
+    must give exactly what the pure-Python safe loader gives."""
+    import yaml
+
+    from retrieval_node import config as config_module
+    from retrieval_node._config_dir import CONFIG_FILES, default_config_dir
+
+    files = [default_config_dir() / name for name in CONFIG_FILES if (default_config_dir() / name).exists()]
+    assert len(files) == len(CONFIG_FILES)
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert config_module._read_yaml(path) == yaml.load(text, Loader=yaml.SafeLoader), path.name
