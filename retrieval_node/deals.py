@@ -62,12 +62,22 @@ class DealView:
     _bm25_cache: BoundedCache[str, dict[str, float]] = field(default_factory=lambda: BoundedCache(BM25_CACHE))
     _zones: dict[str, list[ChunkView]] | None = None
     _memo: dict[Any, Any] = field(default_factory=dict)
-    #: the risk findings ingest stored for the deal's chunks (precompute.py): setting key -> chunk id -> (material, signal)
-    findings: dict[str, dict[str, tuple[bool, str | None, str | None]]] | None = None
+    #: the risk findings ingest stored for the deal's chunks (precompute.py), read per setting when first asked
+    #: (:meth:`stored_findings`): setting key -> chunk id -> (material, encoded signal, encoded spans)
+    findings: dict[str, dict[str, tuple[bool, str | None, str | None]]] = field(default_factory=dict)
+    #: reads one setting's stored findings of the deal (None: nothing stored is read)
+    load_findings: Callable[[str], dict[str, tuple[bool, str | None, str | None]]] | None = None
     #: rankers already handed the stored signals of this view (precompute.seed_ranker)
     seeded: set[Any] = field(default_factory=set)
     #: the store directory whose per-deal BM25 index (lexical.py) the view may read
     home: Any = None
+
+    def stored_findings(self, key: str) -> dict[str, tuple[bool, str | None, str | None]] | None:
+        """chunk id -> (material, encoded signal, encoded spans) that ingest stored under risk setting ``key`` (current
+        fingerprint only), or None when nothing is stored (the call computes them)."""
+        if key not in self.findings and self.load_findings is not None:
+            self.findings[key] = self.load_findings(key)
+        return self.findings.get(key) or None
 
     def _memoised(self, key: Any, build: Callable[[], Any]) -> Any:
         value = self._memo.get(key)
@@ -143,7 +153,7 @@ class DealView:
         """chunk id -> whether it carries a material risk for ``domains`` / ``kinds``: the judgements ingest stored
         (:mod:`~retrieval_node.precompute`, current fingerprint only), the rest filled as chunks are asked about."""
         def build() -> dict[str, bool]:
-            stored = (self.findings or {}).get(setting_key(kinds, domains))
+            stored = self.stored_findings(setting_key(kinds, domains))
             return {cid: row[0] for cid, row in stored.items() if cid in self.chunks} if stored else {}
 
         return self._memoised(("material", domains, kinds), build)
@@ -281,7 +291,7 @@ class DealCache:
             chunks[rec.chunk_id] = rec
         notes = self._pair_with_vectors(deal_id, chunks)
         view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
-        view.findings = self._findings(deal_id)
+        view.load_findings = self._findings(deal_id)
         view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
         evicted: list[DealView] = []
         with self._lock:
@@ -302,14 +312,23 @@ class DealCache:
     def __len__(self) -> int:
         return len(self._deals)
 
-    def _findings(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]] | None:
-        """The risk findings ingest stored for the deal (None without a findings file, or when it cannot be read:
-        the findings are then computed on the call, as they always could be)."""
+    def _findings(self, deal_id: str) -> Callable[[str], dict[str, tuple[bool, str | None, str | None]]] | None:
+        """Reads the risk findings ingest stored for the deal, one setting at a time (None without a findings file; a
+        file that cannot be read gives nothing: the findings are then computed on the call, as they always could be)."""
         try:
             found = findings_of(self.backends)
-            return found.deal(deal_id) if found is not None else None
         except Exception:  # a damaged findings file costs time, never an answer
             return None
+        if found is None:
+            return None
+
+        def load(key: str) -> dict[str, tuple[bool, str | None, str | None]]:
+            try:
+                return found.deal(deal_id, key).get(key, {})
+            except Exception:  # a damaged findings file costs time, never an answer
+                return {}
+
+        return load
 
     @staticmethod
     def _said(view: DealView, fallbacks: list[str] | None) -> DealView:

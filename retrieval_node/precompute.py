@@ -235,15 +235,19 @@ class ChunkFindings:
         none: frozenset[str] = frozenset()
         return {cid: frozenset(json.loads(found)) if found else none for cid, found in rows}
 
-    def deal(self, deal_id: str) -> dict[str, dict[str, tuple[bool, str | None, str | None]]]:
+    def deal(self, deal_id: str, setting: str | None = None) -> dict[str, dict[str, tuple[bool, str | None, str | None]]]:
         """setting key -> {chunk id -> (material, encoded signal, encoded excerpt spans)} of the deal's chunks under the
-        current fingerprint (decoded only when used: :func:`decode_signal`)."""
+        current fingerprint (decoded only when used: :func:`decode_signal`); with ``setting``, that setting's only."""
         out: dict[str, dict[str, tuple[bool, str | None, str | None]]] = {}
         with self._lock:
             if self._conn is None:
                 return out
-            rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings WHERE fingerprint = ? AND deal_id = ?",
-                                      (self.fingerprint, deal_id)).fetchall()
+            if setting is None:
+                rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings WHERE fingerprint = ? AND deal_id = ?",
+                                          (self.fingerprint, deal_id)).fetchall()
+            else:
+                rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings WHERE fingerprint = ? AND deal_id = ? "
+                                          "AND setting = ?", (self.fingerprint, deal_id, setting)).fetchall()
         for chunk_id, setting, material, signal, spans in rows:
             out.setdefault(setting, {})[chunk_id] = (bool(material), signal, spans)
         return out
@@ -299,7 +303,7 @@ def seed_ranker(view: Any, settings: Any) -> None:
     per view and ranker, so candidates are scored without reading their text again (each signal is decoded when its
     chunk is first scored: a first call scores a few hundred of the deal's chunks, not all of them). The excerpt spans
     of the deal's material chunks go the same way."""
-    stored = (view.findings or {}).get(setting_key(settings.kinds, settings.domains))
+    stored = view.stored_findings(setting_key(settings.kinds, settings.domains))
     if not stored:
         return
     ranker = settings.ranker

@@ -254,7 +254,7 @@ def test_precompute_completes_a_store_ingested_without_its_first_call_data(inges
 def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, node_config, monkeypatch) -> None:
     from retrieval_node import precompute
     from retrieval_node.deals import DealCache
-    from retrieval_node.precompute import fingerprint
+    from retrieval_node.precompute import fingerprint, risk_settings
 
     base = fingerprint(node_config)
     assert fingerprint(node_config) == base
@@ -266,12 +266,14 @@ def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, n
     edited_spec = spec.model_copy(update={"terms": [term.model_copy(update={"weight": max(0.05, term.weight / 2)}), *spec.terms[1:]]})
     edited = node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
     assert fingerprint(edited) != base
+    keys = [s.key for s in risk_settings(node_config)]
+    assert keys and keys == [s.key for s in risk_settings(edited)]  # the same settings, read under another lexicon
     with Store.open(ingested, config=edited) as st:
         view, _ = DealCache(st).view(DEAL)
-        assert view.chunks and not view.findings  # nothing stored under the new lexicon: computed on the call instead
+        assert view.chunks and not any(view.stored_findings(k) for k in keys)  # nothing stored under the new lexicon: computed on the call
     with Store.open(ingested, config=node_config) as st:
         view, _ = DealCache(st).view(DEAL)
-        assert view.findings  # the original lexicon still finds its rows
+        assert all(view.stored_findings(k) for k in keys)  # the original lexicon still finds its rows
 
     # a rule change in risk.py: a fake source stands in for an edited module (fault injection, not a real edit)
     real = precompute.inspect.getsource
@@ -279,7 +281,7 @@ def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, n
     assert fingerprint(node_config) != base
     with Store.open(ingested, config=node_config) as st:
         view, _ = DealCache(st).view(DEAL)
-        assert view.chunks and not view.findings
+        assert view.chunks and not any(view.stored_findings(k) for k in keys)
 
 
 def test_seeded_signals_are_what_the_ranker_serves(node_config) -> None:
