@@ -31,7 +31,7 @@ import inspect
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -326,20 +326,26 @@ def seed_ranker(view: Any, settings: Any) -> None:
     view.seeded.add(key)
 
 
-def offer_mentions(view: Any, ranker: Any, entities: frozenset[str], backends: Any) -> None:
-    """Offer ``ranker`` which of ``entities`` each of the deal's chunks names, as ingest stored it, once per view,
-    ranker and entity set (nothing when ingest ran under other pattern entities: the ranker works them out)."""
-    key = ("mentions", id(ranker), entities)
-    if not entities or key in view.seeded:
-        return
+def _read_once(view: Any, key: Any, backends: Any, read: Callable[[ChunkFindings], dict[str, Any]]) -> dict[str, Any]:
+    """``read(findings file)`` the first time ``key`` is asked of ``view``; {} after that, without a findings file, or
+    when it cannot be read (a damaged findings file costs time, never an answer)."""
+    if key in view.seeded:
+        return {}
     view.seeded.add(key)
     try:
         found = findings_of(backends)
-        stored = found.mentions(view.deal_id, entities) if found is not None else {}
-    except Exception:  # a damaged findings file costs time, never an answer
+        return read(found) if found is not None else {}
+    except Exception:
+        return {}
+
+
+def offer_mentions(view: Any, ranker: Any, entities: frozenset[str], backends: Any) -> None:
+    """Offer ``ranker`` which of ``entities`` each of the deal's chunks names, as ingest stored it, once per view,
+    ranker and entity set (nothing when ingest ran under other pattern entities: the ranker works them out)."""
+    if not entities:
         return
     chunks = view.chunks
-    for cid, named in stored.items():
+    for cid, named in _read_once(view, ("mentions", id(ranker), entities), backends, lambda f: f.mentions(view.deal_id, entities)).items():
         c = chunks.get(cid)
         if c is not None:
             ranker.offer_mentions(c.content_hash, entities, named)
@@ -349,17 +355,10 @@ def offer_bodies(view: Any, packager: Any, backends: Any) -> None:
     """Offer ``packager`` the body token counts ingest stored for the view's chunks, once per view and packager
     (nothing for a counter that is not tiktoken's: it counts as before)."""
     encoding = getattr(packager.tokens, "encoding_name", None)
-    key = ("bodies", id(packager))
-    if encoding is None or key in view.seeded:
-        return
-    view.seeded.add(key)
-    try:
-        found = findings_of(backends)
-        stored = found.body_tokens(view.deal_id, encoding) if found is not None else {}
-    except Exception:  # a damaged findings file costs time, never an answer
+    if encoding is None:
         return
     chunks = view.chunks
-    for cid, (content_hash, n) in stored.items():
+    for cid, (content_hash, n) in _read_once(view, ("bodies", id(packager)), backends, lambda f: f.body_tokens(view.deal_id, encoding)).items():
         c = chunks.get(cid)
         if c is not None and c.content_hash == content_hash:
             packager.offer_body(cid, content_hash, n)
