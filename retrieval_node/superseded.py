@@ -64,7 +64,8 @@ def _date_matches(text: str) -> Iterator[re.Match[str]]:
 
 
 def dates_in(text: str) -> list[tuple[int, int, int]]:
-    """Every calendar date the text states, as (year, month, day)."""
+    """Every calendar date the text states, as (year, month, day). A month's name is read case-folded: the pattern's
+    IGNORECASE lets a long s (U+017F) stand for the s of "sep", which ``lower()`` keeps."""
     out = []
     for m in _date_matches(text):
         g = m.groupdict()
@@ -73,9 +74,9 @@ def dates_in(text: str) -> list[tuple[int, int, int]]:
         elif g["y2"]:
             y, mo, d = int(g["y2"]), int(g["m2"]), int(g["d2"])
         elif g["y3"]:
-            y, mo, d = int(g["y3"]), _MONTHS[g["mon3"][:3].lower()], int(g["d3"])
+            y, mo, d = int(g["y3"]), _MONTHS[g["mon3"][:3].casefold()], int(g["d3"])
         else:
-            y, mo, d = int(g["y4"]), _MONTHS[g["mon4"][:3].lower()], int(g["d4"])
+            y, mo, d = int(g["y4"]), _MONTHS[g["mon4"][:3].casefold()], int(g["d4"])
         if 1 <= mo <= 12 and 1 <= d <= 31:
             out.append((y, mo, d))
     return out
