@@ -68,15 +68,15 @@ def dates_in(text: str) -> list[tuple[int, int, int]]:
     IGNORECASE lets a long s (U+017F) stand for the s of "sep", which ``lower()`` keeps."""
     out = []
     for m in _date_matches(text):
-        g = m.groupdict()
-        if g["y1"]:
-            y, mo, d = int(g["y1"]), int(g["m1"]), int(g["d1"])
-        elif g["y2"]:
-            y, mo, d = int(g["y2"]), int(g["m2"]), int(g["d2"])
-        elif g["y3"]:
-            y, mo, d = int(g["y3"]), _MONTHS[g["mon3"][:3].casefold()], int(g["d3"])
+        d1, m1, y1, y2, m2, d2, mon3, d3, y3, d4, mon4, y4 = m.groups()  # the groups in the pattern's order
+        if y1:
+            y, mo, d = int(y1), int(m1), int(d1)
+        elif y2:
+            y, mo, d = int(y2), int(m2), int(d2)
+        elif y3:
+            y, mo, d = int(y3), _MONTHS[mon3[:3].casefold()], int(d3)
         else:
-            y, mo, d = int(g["y4"]), _MONTHS[g["mon4"][:3].casefold()], int(g["d4"])
+            y, mo, d = int(y4), _MONTHS[mon4[:3].casefold()], int(d4)
         if 1 <= mo <= 12 and 1 <= d <= 31:
             out.append((y, mo, d))
     return out
