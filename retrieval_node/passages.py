@@ -50,19 +50,17 @@ FURNITURE_SHARE = 0.3
 
 _DIGIT = re.compile(r"\d")
 _ASCII_DIGITS = bytes.maketrans(b"0123456789", b"##########")
-
-
-def _plain(line: str) -> bool:
-    """Whether ``line`` is the common line: ASCII, no whitespace but single inner spaces (``isprintable`` rules out the
-    tab and the other control characters ``str.split`` splits at). Its shape is the line with case and digits changed,
-    as long as the line."""
-    return line.isascii() and line.isprintable() and "  " not in line and line[:1] != " " and line[-1:] != " "
+#: The ASCII control characters: every whitespace character str.split() splits at, but the space, is one of them.
+_ASCII_CONTROL = bytes(range(32)) + b"\x7f"
 
 
 def _shape(line: str) -> str:
     """A line as furniture is compared: lower case, digits as '#', spaces collapsed."""
-    if _plain(line):
-        return line.lower().encode("ascii").translate(_ASCII_DIGITS).decode("ascii")  # bytes translate fastest
+    if line.isascii():
+        raw = line.encode("ascii")
+        shaped = raw.translate(_ASCII_DIGITS, _ASCII_CONTROL)  # digits as '#', control characters dropped
+        if len(shaped) == len(raw) and b"  " not in shaped and shaped[:1] != b" " and shaped[-1:] != b" ":
+            return shaped.lower().decode("ascii")  # the common line: single inner spaces only, nothing to collapse
     return " ".join(_DIGIT.sub("#", line.lower()).split())
 
 
