@@ -14,15 +14,16 @@ registrations of its own, never supersedes it) and every registration number the
 details, not only its line, and keeps its finding. A chunk naming one
 registration the newer document lacks is not superseded: that registration is read from it as before (the
 newer search may be missing the page, and a lawyer must see it). The judgement depends only on the deal's
-chunks, so it is built once per deal view; :func:`demote` applies it to scored candidates. Building it reads
-every chunk's register lines (a line is tried only where it opens with a registration number) but the dates only
-of the registers that another of their role lists in full, and of those others (issue 18: the first call).
+chunks, so it is built once per deal view; :func:`demote` applies it to scored candidates. Building it reads the
+register lines of the documents whose role has two or more in the deal (a line is tried only where it opens with a
+registration number), and the dates only of the registers that another of their role lists in full and of those
+others (issue 18: the first call).
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
@@ -112,10 +113,12 @@ def superseded_copies(chunks: Iterable[ChunkView]) -> dict[str, str]:
     everything: dict[str, list[ChunkView]] = defaultdict(list)
     for c in chunks:
         everything[c.document_id].append(c)
-    lines = {d: [register_lines_in(c.content) for c in cs] for d, cs in everything.items()}  # per chunk, read once
-    held = {d: set().union(*lines[d]) for d in everything}
-    # only documents that print a register can supersede or be superseded, and only within a role that has two
-    registers = {d: cs for d, cs in everything.items() if held[d]}
+    # only documents that print a register can supersede or be superseded, and only within a role that has two:
+    # the register lines of a document alone in its role are never read
+    per_role = Counter(cs[0].document_role for cs in everything.values())
+    lines = {d: [register_lines_in(c.content) for c in cs] for d, cs in everything.items() if per_role[cs[0].document_role] > 1}
+    held = {d: set().union(*found) for d, found in lines.items()}
+    registers = {d: everything[d] for d in lines if held[d]}
     roles = [cs[0].document_role for cs in registers.values()]
     docs = {d: cs for d, cs in registers.items() if roles.count(cs[0].document_role) > 1}
     role = {d: cs[0].document_role for d, cs in docs.items()}
