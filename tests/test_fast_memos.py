@@ -324,6 +324,14 @@ def test_dates_in_dense_runs_of_digits_years_and_separators(text):
     assert register_lines_in(text) == plain_register_lines(text)
 
 
+def test_a_break_is_an_ascii_character_no_date_holds_or_two_spaces():
+    for i in range(256):
+        ch = chr(i)
+        assert (superseded._NEXT_BREAK.match(ch) is not None) == (i < 128 and not ch.isalnum() and ch not in " /.,-"), repr(ch)
+        assert superseded._DATES.search(f"5 May{ch}2024 14/05{ch}2021") is None or ch in " /.,-" or ch.isalnum() or i >= 128
+    assert superseded._NEXT_BREAK.match("  ") is not None and superseded._NEXT_BREAK.match(" x") is None
+
+
 def test_impossible_and_edge_dates_read_as_before():
     text = ("31/02/2024 and 32/01/2024, 2024-13-01, 00/05/2021\n1/1/1900  Sept. 5, 2026;Sept 5 2026 ANDSept. 5, 2026\n"
             "THIS 31st day of Februaryish, 2025 12019-01-01 2026-03-11x 5 day of Sep 2024  14/05/2021\n"
