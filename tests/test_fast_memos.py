@@ -3,8 +3,9 @@ versions they replaced (issue 18: the first call on a deal).
 
 ``superseded.py`` scans for dates only in the stretches of text that hold a year, tries a register line only where
 a line opens with a registration number, and reads the dates of a document only when another register of its role
-lists all of its registrations (or it lists all of another's). ``passages.py`` shapes a plain ASCII line with a bytes
-translation instead of a regular expression and looks for a continuation marker only in a line that holds "cont".
+lists all of its registrations (or it lists all of another's), and no register line of a document alone in its
+role. ``passages.py`` shapes a plain ASCII line with a bytes translation instead of a regular expression and looks
+for a continuation marker only in a line that holds "cont".
 Each reference below is the plain version, written out again here; the property tests generate chunk texts
 (register lines, dates in the four printed forms and their edge cases, running headers and footers, page-number
 lines, continuation markers, item labels, odd whitespace and non-ASCII characters) and compare. One difference is
@@ -366,8 +367,9 @@ def test_a_month_with_a_long_s_is_read_as_its_s():
     assert superseded_copies([old, new]) == {old.chunk_id: "D/b.pdf"}
 
 
-def test_a_generated_deal_does_supersede_sometimes():
-    """The generators reach the rule itself, not only its early exits (a fixed deal drawn from them)."""
+def test_a_register_listed_again_in_a_later_search_is_superseded_as_before():
+    """The rule itself, not only its early exits, on a fixed deal written as the generators write them: a compact
+    number, a tab, a one-digit day, a date spelled out."""
     old = chunk("041 552 317   08/04/2004  CAVEAT\n881 004 112 02/02/1988 UTILITY RIGHT OF WAY\nAugust 14, 2025",
                 "D/doc-0.pdf", "TITLE_SEARCH", 1, 0)
     new = chunk("041552317 08/04/2004 CAVEAT\n 881 004 112\t02/02/1988 ROW\n262 118 905  3/2/2026 WRIT\n9 day of March, 2026",
