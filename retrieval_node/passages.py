@@ -19,7 +19,8 @@ What links two chunks (same document, the second starting on the page the first 
   ("Table 6.2 (cont.)"), the first holds that label.
 
 Exactly one chunk may qualify as the predecessor; when two do, nothing is linked (no guess). The links
-depend only on the deal's chunks, so they are built once per deal view.
+depend only on the deal's chunks, so they are built once per deal view, each chunk's when first asked; a document's
+running headers and footers when one of its chunks is first read.
 """
 
 from __future__ import annotations
@@ -47,9 +48,20 @@ FURNITURE_MIN = 3
 FURNITURE_SHARE = 0.3
 
 
+_DIGIT = re.compile(r"\d")
+_ASCII_DIGITS = bytes.maketrans(b"0123456789", b"##########")
+#: The ASCII control characters: every whitespace character str.split() splits at, but the space, is one of them.
+_ASCII_CONTROL = bytes(range(32)) + b"\x7f"
+
+
 def _shape(line: str) -> str:
     """A line as furniture is compared: lower case, digits as '#', spaces collapsed."""
-    return " ".join(re.sub(r"\d", "#", line.lower()).split())
+    if line.isascii():
+        raw = line.encode("ascii")
+        shaped = raw.translate(_ASCII_DIGITS, _ASCII_CONTROL)  # digits as '#', control characters dropped
+        if len(shaped) == len(raw) and b"  " not in shaped and shaped[:1] != b" " and shaped[-1:] != b" ":
+            return shaped.lower().decode("ascii")  # the common line: single inner spaces only, nothing to collapse
+    return " ".join(_DIGIT.sub("#", line.lower()).split())
 
 
 def _lines(text: str) -> list[str]:
@@ -95,7 +107,8 @@ def body_lines(text: str, furniture: set[str] = frozenset()) -> list[str]:  # ty
 
 def continues(first: str) -> tuple[bool, str | None]:
     """(whether a chunk whose first line of text is ``first`` continues the previous one, the label it continues)."""
-    marker = _MARKER.search(first)
+    # every marker holds "cont", which IGNORECASE matches only as C/c O/o N/n T/t: without it, no regular expression
+    marker = _MARKER.search(first) if "cont" in first.lower() else None
     if marker is not None:
         label = _LABEL.search(first[:marker.start()])
         return True, (f"{label.group(1)} {label.group(2)}".lower() if label else None)
