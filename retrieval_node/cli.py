@@ -359,7 +359,10 @@ def patterns_add(
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Load institutional pattern memories into Mem0's global layer (the store is created if missing)."""
+    """Load institutional pattern memories into Mem0's global layer (the store is created if missing).
+
+    When some are new, also keeps which of the pattern entities each registered chunk names (for first calls).
+    """
     from .ingest import add_patterns, read_patterns
 
     try:

@@ -47,6 +47,8 @@ from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, ment
 
 #: the findings file inside the store directory
 FINDINGS_DB = "chunk_findings.db"
+#: what ingest keeps per chunk: risk findings, pattern mentions, the body token count
+PARTS = frozenset({"findings", "mentions", "bodies"})
 #: the shortfall ratio every ranker of the package reads reserves with (``RiskAwareRanker``'s default)
 SHORTFALL_RATIO = 0.5
 _EMPTY = RiskSignal(score=0.0, kinds=())
@@ -145,20 +147,23 @@ class ChunkFindings:
         """What a stored mention answer depends on: the findings fingerprint (the reading rules) and the entities."""
         return hashlib.sha256(json.dumps([self.fingerprint, sorted(entities)]).encode()).hexdigest()[:32]
 
-    def compute(self, chunks: Iterable[tuple[str, str, str]], entities: frozenset[str] = frozenset()) -> int:
-        """Compute and keep the findings of ``(deal id, chunk id, content)`` under every setting, and which of ``entities``
-        (the pattern entities of the store) each names; returns the finding rows written."""
+    def compute(self, chunks: Iterable[tuple[str, str, str]], entities: frozenset[str] = frozenset(),
+                parts: frozenset[str] = PARTS) -> int:
+        """Compute and keep, for each ``(deal id, chunk id, content)``, the ``parts`` asked (:data:`PARTS`): its findings
+        under every setting, which of ``entities`` (the pattern entities of the store) it names, its body token count;
+        returns the finding rows written."""
         rows = []
         named = []
         bodies = []
-        count = self._count_body()
-        mfp = self.mentions_fingerprint(entities) if entities else None
+        count = self._count_body() if "bodies" in parts else None
+        mfp = self.mentions_fingerprint(entities) if entities and "mentions" in parts else None
         for deal_id, chunk_id, content in chunks:
-            bodies.append((self.body_form, deal_id, chunk_id, sha256_hex(content), count(content)))
+            if count is not None:
+                bodies.append((self.body_form, deal_id, chunk_id, sha256_hex(content), count(content)))
             if mfp is not None:
                 found = mentioned_entities(content, entities)
                 named.append((mfp, deal_id, chunk_id, json.dumps(sorted(found)) if found else None))
-            for s in self.settings:
+            for s in self.settings if "findings" in parts else ():
                 sig = risk_signal(content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
                 spans = None
                 if sig.material:  # the excerpt the packager quotes when a risk chunk does not fit whole (asked of risk chunks)
@@ -184,12 +189,13 @@ class ChunkFindings:
         counter = self._counter
         return lambda content: counter.count(quoted_body(content))
 
-    def missing(self, deal_id: str, chunks: dict[str, str], entities: frozenset[str] = frozenset()) -> set[str]:
-        """Which of ``chunks`` (chunk id -> content hash) lack a finding under some current setting, their body count
-        under the current form and content, or (with ``entities``) their mention answer for exactly those entities."""
+    def missing(self, deal_id: str, chunks: dict[str, str], entities: frozenset[str] = frozenset()) -> dict[str, set[str]]:
+        """part (:data:`PARTS`) -> which of ``chunks`` (chunk id -> content hash) lack it: a finding under some current
+        setting, the body count of their current content, or (with ``entities``) their mention answer for exactly
+        those entities. Parts nothing lacks are left out."""
         with self._lock:
             if self._conn is None:
-                return set(chunks)
+                return {part: set(chunks) for part in PARTS}
             per: dict[str, int] = dict(self._conn.execute(
                 "SELECT chunk_id, COUNT(*) FROM findings WHERE fingerprint = ? AND deal_id = ? GROUP BY chunk_id",
                 (self.fingerprint, deal_id)).fetchall())
@@ -198,8 +204,10 @@ class ChunkFindings:
             named = {r[0] for r in self._conn.execute("SELECT chunk_id FROM mentions WHERE fingerprint = ? AND deal_id = ?",
                                                       (self.mentions_fingerprint(entities), deal_id)).fetchall()} if entities else None
         want = len(self.settings)
-        return {cid for cid, h in chunks.items()
-                if per.get(cid, 0) < want or bodies.get(cid) != h or (named is not None and cid not in named)}
+        out = {"findings": {cid for cid in chunks if per.get(cid, 0) < want},
+               "bodies": {cid for cid, h in chunks.items() if bodies.get(cid) != h},
+               "mentions": {cid for cid in chunks if cid not in named} if named is not None else set()}
+        return {part: ids for part, ids in out.items() if ids}
 
     def count_bodies(self, chunks: Iterable[tuple[str, str, str]]) -> int:
         """Store the body token counts of ``(deal id, chunk id, content)`` only (a store ingested before they were
@@ -369,5 +377,5 @@ def setting_key(kinds: Sequence[str] | None, domains: Sequence[str]) -> str:
     return json.dumps([list(kinds) if kinds is not None else None, list(domains)], separators=(",", ":"))
 
 
-__all__ = ["FINDINGS_DB", "ChunkFindings", "RiskSetting", "body_form", "decode_signal", "encode_signal", "findings_of", "fingerprint", "offer_bodies", "offer_mentions",
+__all__ = ["FINDINGS_DB", "PARTS", "ChunkFindings", "RiskSetting", "body_form", "decode_signal", "encode_signal", "findings_of", "fingerprint", "offer_bodies", "offer_mentions",
            "risk_settings", "seed_ranker", "setting_key"]

@@ -237,7 +237,7 @@ def test_precompute_completes_a_store_ingested_without_its_first_call_data(inges
     try:
         with Store.open(home, config=node_config) as st:
             hashes = {r.chunk_id: r.content_hash for r in st.registry.deal_records(DEAL)}
-        assert found.missing(DEAL, hashes) == set() and len(found.body_tokens(DEAL, node_config.retrieval.tokenizer_encoding)) == n
+        assert found.missing(DEAL, hashes) == {} and len(found.body_tokens(DEAL, node_config.retrieval.tokenizer_encoding)) == n
     finally:
         found.close()
     assert (home / "lexical").is_dir()
@@ -388,6 +388,35 @@ def test_stored_mentions_are_what_the_text_names(patterned: Path, node_config) -
         assert found.mentions(DEAL, entities - {next(iter(entities))}) == {}  # other entities: nothing served
     finally:
         found.close()
+
+
+def test_patterns_added_after_ingest_get_their_mentions_kept(ingested: Path, tmp_path: Path, node_config) -> None:
+    """The usual order (ingest the deal, then load the firm's patterns): `patterns add` works out which of the new
+    pattern entities each registered chunk names, so first calls do not; with keep_mentions=False nothing is kept."""
+    from retrieval_node.ingest import add_patterns, read_patterns
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+    from retrieval_node.risk import mentioned_entities
+
+    patterns, bad = read_patterns(SAMPLE_DATA / "patterns.jsonl")
+    assert bad == [] and patterns
+    for keep in (False, True):
+        home = tmp_path / f"store-{keep}"
+        shutil.copytree(ingested, home)
+        with Store.open(home, config=node_config) as st:
+            add_patterns(st, patterns, keep_mentions=keep)
+            entities = frozenset(p.entity_id for p in st.registry.all_patterns())
+            records = {r.chunk_id: r for r in st.registry.deal_records(DEAL)}
+        found = ChunkFindings(home / FINDINGS_DB, node_config)
+        try:
+            stored = found.mentions(DEAL, entities)
+            if not keep:
+                assert stored == {}
+                continue
+            assert set(stored) == set(records)
+            assert all(named == mentioned_entities(records[cid].content, entities) for cid, named in stored.items())
+            assert any(stored.values())
+        finally:
+            found.close()
 
 
 def test_packages_are_identical_with_and_without_stored_mentions(patterned: Path, tmp_path: Path, node_config) -> None:
