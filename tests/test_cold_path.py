@@ -251,6 +251,37 @@ def test_precompute_completes_a_store_ingested_without_its_first_call_data(inges
     assert unknown.returncode == 2 and "2026-NONE-0000" in unknown.stderr and "no registered chunks" in unknown.stderr
 
 
+def test_precompute_after_a_lexicon_change_stores_the_new_findings_and_drops_the_old(ingested: Path, tmp_path: Path, node_config) -> None:
+    """After a lexicon change an ingest of unchanged files touches nothing; `Ingestor.precompute` computes the findings
+    under the new lexicon (first calls read them) and deletes the rows no configuration of the store serves now."""
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+
+    lex = node_config.risk_signals
+    dom = sorted(lex.domains)[0]
+    spec = lex.domains[dom]
+    term = spec.terms[0]
+    edited_spec = spec.model_copy(update={"terms": [term.model_copy(update={"weight": max(0.05, term.weight / 2)}), *spec.terms[1:]]})
+    edited = node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    with Store.open(home, config=edited) as st:
+        hashes = {r.chunk_id: r.content_hash for r in st.registry.deal_records(DEAL)}
+        assert Ingestor(st).ingest([SAMPLE_DATA / "sample_deal" / "chunks.jsonl"]).ingested == 0  # nothing changed: nothing computed
+        before = ChunkFindings(home / FINDINGS_DB, edited)
+        try:
+            assert set(before.missing(DEAL, hashes)) == {"findings"}  # body counts and the rest still stand
+        finally:
+            before.close()
+        assert Ingestor(st).precompute() == {DEAL: len(hashes)}
+    new, old = ChunkFindings(home / FINDINGS_DB, edited), ChunkFindings(home / FINDINGS_DB, node_config)
+    try:
+        assert new.missing(DEAL, hashes) == {}
+        assert old.missing(DEAL, hashes) == {"findings": set(hashes)}  # the old lexicon's rows are gone
+    finally:
+        new.close()
+        old.close()
+
+
 def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, node_config, monkeypatch) -> None:
     from retrieval_node import precompute
     from retrieval_node.deals import DealCache
