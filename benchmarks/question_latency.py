@@ -5,8 +5,9 @@ Run after ``benchmarks/retrieval_latency.py --keep`` (its 100k store holds 50 de
     python benchmarks/question_latency.py --store /tmp/lat/store-100000 --deal 2026-SCALE-0002
 
 Each question is asked once to embed it (query vectors are cached afterwards), then ``--rounds`` times; every
-call is a full ``ask`` (routing, ranking, packing, audit write). Prints and writes JSON (``--out``) with p50 / p95,
-the first call and the machine's load.
+call is a full ``ask`` (routing, ranking, packing, audit write). Prints and writes JSON (``--out``, default
+``benchmarks/results/question_latency.json``) with p50 / p95 (``_common.percentile``), the first call, the machine and
+its load.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import machine_info, now_iso, percentile, result_path, write_result  # noqa: E402
 
 QUESTIONS = (
     "What does the reserve fund study say about the roof replacement and its cost?",
@@ -32,7 +37,7 @@ def main() -> None:
     ap.add_argument("--store", type=Path, required=True)
     ap.add_argument("--deal", required=True)
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--out", type=Path, default=Path("question_latency.json"))
+    ap.add_argument("--out", default=None, help="result file (default benchmarks/results/question_latency.json)")
     args = ap.parse_args()
 
     from retrieval_node import RetrievalAgent, Store, TrustContext
@@ -52,13 +57,11 @@ def main() -> None:
                 agent.ask_sync(args.deal, q)
                 ms.append((time.perf_counter() - t) * 1000)
         agent.close()
-    ms.sort()
-    out = {"benchmark": "question_latency", "store": str(args.store), "deal": args.deal, "first_call_ms": round(first, 1),
-           "warm_calls": len(ms), "warm_p50_ms": round(statistics.median(ms), 1), "warm_p95_ms": round(ms[max(0, int(0.95 * len(ms)) - 1)], 1),
-           "load_avg_1m_before": round(load, 2), "load_avg_1m_after": round(os.getloadavg()[0], 2)}
-    print(json.dumps(out, indent=1))
-    args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-
+    out = {"benchmark": "question_latency", "date": now_iso(), "machine": machine_info(), "store": str(args.store), "deal": args.deal,
+           "first_call_ms": round(first, 1), "warm_calls": len(ms), "warm_p50_ms": round(percentile(ms, 50), 1),
+           "warm_p95_ms": round(percentile(ms, 95), 1), "load_avg_1m_before": round(load, 2), "load_avg_1m_after": round(os.getloadavg()[0], 2)}
+    print(json.dumps({k: v for k, v in out.items() if k != "machine"}, indent=1))
+    print(f"wrote {write_result(result_path('question_latency', args.out, False), out)}")
 
 if __name__ == "__main__":
     main()
