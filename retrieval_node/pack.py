@@ -100,6 +100,7 @@ class ContextPackager:
             stored = self._bodies.get(chunk.chunk_id)
             known = {1: stored[1]} if stored is not None and stored[0] == chunk.content_hash else None
             cost = self._cost_cache.put(chunk.chunk_id, count_evidence(self.tokens, [head, body, end + "\n"], known))
+            self._bodies.pop(chunk.chunk_id)  # the cost is kept now: the offer served its one use
         return cost
 
     def excerpt_cost(self, chunk: ChunkView, span: tuple[int, int]) -> int:

@@ -209,19 +209,6 @@ class ChunkFindings:
                "mentions": {cid for cid in chunks if cid not in named} if named is not None else set()}
         return {part: ids for part, ids in out.items() if ids}
 
-    def count_bodies(self, chunks: Iterable[tuple[str, str, str]]) -> int:
-        """Store the body token counts of ``(deal id, chunk id, content)`` only (a store ingested before they were
-        kept); returns how many."""
-        count = self._count_body()
-        rows = [(self.body_form, d, c, sha256_hex(t), count(t)) for d, c, t in chunks]
-        with self._lock:
-            if self._conn is None:
-                return 0
-            self._conn.execute("BEGIN")
-            self._conn.executemany("INSERT OR REPLACE INTO body_tokens VALUES (?, ?, ?, ?, ?)", rows)
-            self._conn.execute("COMMIT")
-        return len(rows)
-
     def body_tokens(self, deal_id: str, encoding: str) -> dict[str, tuple[str, int]]:
         """chunk id -> (content hash, tokens of its block body) of the deal's chunks, as ingest counted them under
         ``encoding`` and the current body rendering (none under another)."""

@@ -132,8 +132,9 @@ class RiskAwareRanker:
         sig = self._risk_cache.get(key)
         if sig is None:
             stored = self._stored.get(key, _NOT_OFFERED)
-            if stored is not _NOT_OFFERED:  # an encoded signal (None encodes "no risk")
+            if stored is not _NOT_OFFERED:  # an encoded signal (None encodes "no risk"): decoded once, kept decoded
                 sig = decode_signal(stored)
+                self._stored.pop(key)
             else:
                 sig = risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
             self._risk_cache.put(key, sig)

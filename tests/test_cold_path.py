@@ -251,17 +251,22 @@ def test_precompute_completes_a_store_ingested_without_its_first_call_data(inges
     assert unknown.returncode == 2 and "2026-NONE-0000" in unknown.stderr and "no registered chunks" in unknown.stderr
 
 
-def test_precompute_after_a_lexicon_change_stores_the_new_findings_and_drops_the_old(ingested: Path, tmp_path: Path, node_config) -> None:
-    """After a lexicon change an ingest of unchanged files touches nothing; `Ingestor.precompute` computes the findings
-    under the new lexicon (first calls read them) and deletes the rows no configuration of the store serves now."""
-    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
-
+def _lexicon_edited(node_config):
+    """``node_config`` with one term of its risk lexicon weighing half as much (a lexicon change)."""
     lex = node_config.risk_signals
     dom = sorted(lex.domains)[0]
     spec = lex.domains[dom]
     term = spec.terms[0]
     edited_spec = spec.model_copy(update={"terms": [term.model_copy(update={"weight": max(0.05, term.weight / 2)}), *spec.terms[1:]]})
-    edited = node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
+    return node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
+
+
+def test_precompute_after_a_lexicon_change_stores_the_new_findings_and_drops_the_old(ingested: Path, tmp_path: Path, node_config) -> None:
+    """After a lexicon change an ingest of unchanged files touches nothing; `Ingestor.precompute` computes the findings
+    under the new lexicon (first calls read them) and deletes the rows no configuration of the store serves now."""
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+
+    edited = _lexicon_edited(node_config)
     home = tmp_path / "store"
     shutil.copytree(ingested, home)
     with Store.open(home, config=edited) as st:
@@ -290,12 +295,7 @@ def test_a_rule_or_lexicon_change_is_not_served_stale_findings(ingested: Path, n
     base = fingerprint(node_config)
     assert fingerprint(node_config) == base
     # a lexicon change: one term weighs less
-    lex = node_config.risk_signals
-    dom = sorted(lex.domains)[0]
-    spec = lex.domains[dom]
-    term = spec.terms[0]
-    edited_spec = spec.model_copy(update={"terms": [term.model_copy(update={"weight": max(0.05, term.weight / 2)}), *spec.terms[1:]]})
-    edited = node_config.model_copy(update={"risk_signals": lex.model_copy(update={"domains": {**lex.domains, dom: edited_spec}})})
+    edited = _lexicon_edited(node_config)
     assert fingerprint(edited) != base
     keys = [s.key for s in risk_settings(node_config)]
     assert keys and keys == [s.key for s in risk_settings(edited)]  # the same settings, read under another lexicon
@@ -549,7 +549,9 @@ def test_a_view_dropped_from_the_deal_cache_takes_what_is_kept_of_its_chunks_wit
         return sum(1 for c in caches for k in c._d if (k if isinstance(k, str) else k[0]) in hashes)
 
     def kept_costs(ids: set[str]) -> int:
-        return sum(1 for k in pipeline.packager._cost_cache._d if k in ids) + sum(1 for k in pipeline.packager._excerpt_cost_cache._d if k[0] in ids)
+        packager = pipeline.packager
+        return (sum(1 for k in packager._cost_cache._d if k in ids) + sum(1 for k in packager._bodies._d if k in ids)
+                + sum(1 for k in packager._excerpt_cost_cache._d if k[0] in ids))
 
     a, b = DEAL, "2026-BRDG-0107"
     first = pipeline.run(agent.intent_for("investigator", deal_id=a), FULL_TRUST)[0]
