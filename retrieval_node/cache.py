@@ -32,15 +32,19 @@ class BoundedCache(Generic[K, V]):
             raise ValueError(f"a cache needs room for at least one entry, got limit={limit}")
         self.limit = limit
         self.ttl = ttl
-        self._d: dict[K, tuple[float, V]] = {}
+        #: the value itself, or (when stored, value) with a ttl: no wrapper where none is needed (a tuple around a
+        #: value that holds objects is one more object for each of Python's full garbage collections to visit)
+        self._d: dict[K, V | tuple[float, V]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: K, default: V | None = None) -> V | None:
         item = self._d.get(key, _MISSING)  # type: ignore[arg-type]  # one dict read: atomic, no lock needed
         if item is _MISSING:
             return default
+        if self.ttl is None:
+            return item  # type: ignore[return-value]
         at, value = item  # type: ignore[misc]
-        if self.ttl is not None and time.monotonic() - at > self.ttl:
+        if time.monotonic() - at > self.ttl:
             self.pop(key)
             return default
         return value
@@ -48,7 +52,7 @@ class BoundedCache(Generic[K, V]):
     def put(self, key: K, value: V) -> V:
         with self._lock:
             self._d.pop(key, None)
-            self._d[key] = (time.monotonic() if self.ttl is not None else 0.0, value)
+            self._d[key] = value if self.ttl is None else (time.monotonic(), value)
             while len(self._d) > self.limit:
                 del self._d[next(iter(self._d))]
         return value

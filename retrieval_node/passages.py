@@ -141,13 +141,17 @@ class Links:
         for c in chunks:
             self._docs[c.document_id].append(c)
         self._by_id = {c.chunk_id: c for cs in self._docs.values() for c in cs}
-        self._starting: dict[tuple[str, int], list[ChunkView]] = defaultdict(list)
-        self._ending: dict[tuple[str, int], list[ChunkView]] = defaultdict(list)
+        starting: dict[tuple[str, int], list[str]] = defaultdict(list)
+        ending: dict[tuple[str, int], list[str]] = defaultdict(list)
         for c in self._by_id.values():
-            self._starting[(c.document_id, c.page_start)].append(c)
-            self._ending[(c.document_id, c.page_end)].append(c)
+            starting[(c.document_id, c.page_start)].append(c.chunk_id)
+            ending[(c.document_id, c.page_end)].append(c.chunk_id)
+        # kept as tuples of chunk ids (a view lives across calls: tuples of strings leave the garbage collector's
+        # lists, lists of chunks would be visited by every full collection for as long as the view is cached)
+        self._starting = {k: tuple(v) for k, v in starting.items()}
+        self._ending = {k: tuple(v) for k, v in ending.items()}
         self._furniture: dict[str, set[str]] = {}
-        self._bodies: dict[str, list[str]] = {}
+        self._bodies: dict[str, tuple[str, ...]] = {}
         self._claimed: dict[str, str | None] = {}
         self._partners: dict[str, tuple[str, ...]] = {}  # answers of partners(), final once asked (the chunks never change)
         self._lock = threading.Lock()
@@ -163,10 +167,10 @@ class Links:
             found = self._furniture[document_id] = _furniture(self._docs.get(document_id, []))
         return found
 
-    def _body(self, c: ChunkView) -> list[str]:
+    def _body(self, c: ChunkView) -> tuple[str, ...]:
         body = self._bodies.get(c.chunk_id)
         if body is None:
-            body = self._bodies[c.chunk_id] = body_lines(c.content, self._furniture_of(c.document_id))
+            body = self._bodies[c.chunk_id] = tuple(body_lines(c.content, self._furniture_of(c.document_id)))
         return body
 
     def _claim(self, c: ChunkView) -> str | None:
@@ -177,8 +181,8 @@ class Links:
         body = self._body(c)
         flag, label = continues(body[0]) if body else (False, None)
         if flag and len(self._docs[c.document_id]) > 1:
-            near = [p for page in (c.page_start - 1, c.page_start) for p in self._ending.get((c.document_id, page), ())
-                    if p.chunk_id != c.chunk_id and p.page_start <= c.page_start and self._body(p)]
+            near = [p for page in (c.page_start - 1, c.page_start) for pid in self._ending.get((c.document_id, page), ())
+                    if pid != c.chunk_id and (p := self._by_id[pid]).page_start <= c.page_start and self._body(p)]
             if label is not None:
                 fits = [p for p in near if _has_label(self._body(p), label) and not _continues_label(self._body(p), label)]
             else:
@@ -190,8 +194,8 @@ class Links:
 
     def _claimants(self, p: ChunkView) -> list[str]:
         """The chunks that claim to continue ``p``."""
-        return [c.chunk_id for page in (p.page_end, p.page_end + 1) for c in self._starting.get((p.document_id, page), ())
-                if c.chunk_id != p.chunk_id and self._claim(c) == p.chunk_id]
+        return [cid for page in (p.page_end, p.page_end + 1) for cid in self._starting.get((p.document_id, page), ())
+                if cid != p.chunk_id and self._claim(self._by_id[cid]) == p.chunk_id]
 
     def previous(self, chunk_id: str) -> str | None:
         with self._lock:

@@ -43,7 +43,7 @@ from . import models
 from .config import NodeConfig, RiskLexicon
 from .models import quoted_body, sha256_hex
 from .query_cache import owner_only_sqlite
-from .risk import EXCERPT_MAX_CHARS, RiskMatch, RiskSignal, best_risk_span, mentioned_entities, risk_signal
+from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, mentioned_entities, risk_signal
 
 #: the findings file inside the store directory
 FINDINGS_DB = "chunk_findings.db"
@@ -91,7 +91,7 @@ def risk_settings(config: NodeConfig) -> list[RiskSetting]:
 
 def fingerprint(config: NodeConfig) -> str:
     """What the findings depend on: the loaded risk lexicon, the risk module's source and the shortfall ratio."""
-    h = hashlib.sha256(b"retrieval-node findings v1\0")
+    h = hashlib.sha256(b"retrieval-node findings v2\0")
     lex = config.risk_signals
     h.update(json.dumps(lex.model_dump(mode="json") if lex is not None else None, sort_keys=True).encode())
     h.update(inspect.getsource(risk).encode())
@@ -111,16 +111,14 @@ def encode_signal(sig: RiskSignal) -> str | None:
     """A signal as compact JSON (None for the empty signal of a chunk the lexicon does not touch)."""
     if sig == _EMPTY:
         return None
-    return json.dumps([sig.score, sig.kinds, [[m.term, m.kind, m.weight, m.start, m.end, m.benign, m.cue, m.how] for m in sig.matches],
-                       sig.numeric, sig.risk_terms, sig.benign_terms], separators=(",", ":"))
+    return json.dumps([sig.score, sig.kinds, sig.numeric, sig.risk_terms, sig.benign_terms], separators=(",", ":"))
 
 
 def decode_signal(raw: str | None) -> RiskSignal:
     if raw is None:
         return _EMPTY
-    score, kinds, matches, numeric, risk_terms, benign_terms = orjson.loads(raw)
-    return RiskSignal(score=score, kinds=tuple(kinds), matches=tuple(RiskMatch(*m) for m in matches), numeric=tuple(numeric),
-                      risk_terms=tuple(risk_terms), benign_terms=tuple(benign_terms))
+    score, kinds, numeric, risk_terms, benign_terms = orjson.loads(raw)
+    return RiskSignal(score=score, kinds=tuple(kinds), numeric=tuple(numeric), risk_terms=tuple(risk_terms), benign_terms=tuple(benign_terms))
 
 
 class ChunkFindings:

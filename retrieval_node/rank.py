@@ -29,6 +29,9 @@ from .values import Candidate, ChunkView, Scored, ScoreTerms
 
 #: ``RiskAwareRanker._stored`` has no signal of the chunk (None is an encoded signal)
 _NOT_OFFERED = object()
+#: the answer of most chunks to "which pattern entities do you name": one shared empty set, not one per chunk (a set is
+#: an object every full garbage collection visits, for as long as the ranker keeps the answer)
+_NONE_NAMED: frozenset[str] = frozenset()
 
 #: Weight of BM25 inside the semantic term (the rest is the dense cosine).
 LEXICAL_WEIGHT = 0.3
@@ -103,7 +106,7 @@ class RiskAwareRanker:
         self._risk_cache: BoundedCache[tuple[str, tuple[str, ...]], RiskSignal] = BoundedCache(200_000)
         self._span_cache: BoundedCache[tuple[str, tuple[str, ...], int], tuple[tuple[int, int] | None]] = BoundedCache(50_000)
         self._mention_cache: BoundedCache[str, tuple[frozenset[str], frozenset[str]]] = BoundedCache(200_000)
-        self._static_cache: BoundedCache[tuple[object, ...], tuple[RiskSignal, float, tuple[str, ...]]] = BoundedCache(100_000)
+        self._static_cache: BoundedCache[tuple[object, ...], RiskSignal | tuple[RiskSignal, float, tuple[str, ...]]] = BoundedCache(100_000)
         #: signals ingest stored (precompute.py), still encoded: decoded when a chunk is first scored, not when offered
         self._stored: BoundedCache[tuple[str, tuple[str, ...]], str | None] = BoundedCache(200_000)
 
@@ -154,7 +157,7 @@ class RiskAwareRanker:
 
     def offer_mentions(self, content_hash: str, entities: frozenset[str], found: frozenset[str]) -> None:
         """Which of ``entities`` the chunk's text names, as ingest stored it (:func:`mentioned_entities`)."""
-        self._mention_cache.put(content_hash, (entities, found))
+        self._mention_cache.put(content_hash, (entities, found or _NONE_NAMED))
 
     def _mentioned(self, content_hash: str, content: str, entities: frozenset[str]) -> frozenset[str]:
         """The pattern entities whose name the chunk's text mentions, cached by content with the set of entities asked
@@ -162,7 +165,7 @@ class RiskAwareRanker:
         cached = self._mention_cache.get(content_hash)
         if cached is not None and entities <= cached[0]:
             return cached[1] if entities == cached[0] else cached[1] & entities
-        found = mentioned_entities(content, entities)
+        found = mentioned_entities(content, entities) or _NONE_NAMED
         self._mention_cache.put(content_hash, (entities, found))
         return found
 
@@ -195,8 +198,13 @@ class RiskAwareRanker:
                 for entity_id, topic, memory_id in patterns:
                     if entity_id in mentioned or entity_id in entity_ids:
                         hits.append(PatternHit(entity_id, topic, memory_id, pattern_relevance(topic, sig.kinds)))
-            static = self._static_cache.put(key, (sig, pattern_score(hits), tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits)) if hits else ()))
-        sig, pattern, pattern_names = static
+            # most chunks name no pattern entity: their entry is the signal itself, not a tuple around it (one object
+            # fewer per chunk for each full garbage collection while the deal's view is cached)
+            static = self._static_cache.put(key, (sig, pattern_score(hits), tuple(sorted(f"{h.entity_id}/{h.topic}" for h in hits))) if hits else sig)
+        if isinstance(static, RiskSignal):
+            sig, pattern, pattern_names = static, 0.0, ()
+        else:
+            sig, pattern, pattern_names = static
         dense = dense_score(cosine)
         lexical = lexical_score(bm25, best_bm25)
         semantic = semantic_score(dense, lexical, self.lexical_weight)

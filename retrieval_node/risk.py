@@ -172,6 +172,10 @@ def any_term_pattern(terms: tuple[str, ...]) -> re.Pattern[str] | None:
 
 @dataclass(frozen=True, slots=True)
 class RiskMatch:
+    """One mention :func:`risk_signal` read (its weight already multiplied by the mention's factor). The signal keeps
+    what the ranker and the reports use (score, kinds, numbers, terms), not the mentions: a deal's view holds a
+    signal per chunk, and every object it keeps is one more for each of Python's full garbage collections to visit."""
+
     term: str
     kind: str
     weight: float
@@ -188,7 +192,6 @@ class RiskSignal:
 
     score: float
     kinds: tuple[str, ...]
-    matches: tuple[RiskMatch, ...] = ()
     numeric: tuple[str, ...] = ()
     #: the material terms and the neutralised ones ("term (cue)"), sorted: what ScoreTerms reports
     risk_terms: tuple[str, ...] = ()
@@ -985,7 +988,6 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     return RiskSignal(
         score=round(score, 6),
         kinds=tuple(sorted(kinds)),
-        matches=tuple(sorted(matches, key=lambda m: (m.start, m.term))),
         numeric=tuple(numeric),
         risk_terms=tuple(sorted({m.term for m in matches if not m.benign and m.weight >= MATERIAL_WEIGHT})),
         benign_terms=tuple(sorted({f"{m.term} ({m.cue})" for m in matches if m.benign})),

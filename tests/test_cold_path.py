@@ -570,3 +570,66 @@ def test_a_view_dropped_from_the_deal_cache_takes_what_is_kept_of_its_chunks_wit
     again = pipeline.run(agent.intent_for("investigator", deal_id=a), FULL_TRUST)[0]
     assert again.package_hash == first.package_hash
     assert [r.chunk_id for r in again.ordered_chunks] == [r.chunk_id for r in first.ordered_chunks]
+
+
+def _long_deal(make_chunk, deal_id: str, n: int) -> list:
+    """``n`` chunks of one deal in our own words: a title search (registrations, a lien now and then) and condominium
+    documents (minutes, a reserve fund study, a levy now and then), several chunks to a page."""
+    chunks = []
+    for i in range(n):
+        page = 1 + i // 3
+        if i % 2 == 0:
+            text = (f"Registration {100 + i:03d} 555 {i:03d} dated {1 + i % 27:02d}/03/2019: "
+                    + ("builders' lien in favour of Northgate Framing Ltd. for $48,200.00" if i % 23 == 0 else "utility right of way to the city")
+                    + f". Instrument reviewed against the owner's title, entry {i}.")
+            chunks.append(make_chunk(text, deal_id=deal_id, document_id=f"{deal_id}/title.pdf", page=page))
+        else:
+            text = (f"Minutes item {i}: the board discussed landscaping, parking stalls and the window cleaning contract. "
+                    + ("A special levy of $3,100 per unit was approved for the roof membrane." if i % 29 == 1 else "No assessment was raised.")
+                    + " The reserve fund balance was reported as adequate.")
+            chunks.append(make_chunk(text, deal_id=deal_id, document_id=f"{deal_id}/condo-minutes.pdf", role="CONDO_DOCS",
+                                     section="CONDO_MINUTES", page=page))
+    return chunks
+
+
+def test_a_cached_deal_view_keeps_few_objects_per_chunk(store, make_chunk, tmp_path) -> None:
+    """A process serving many deals keeps up to ``deal_cache_size`` deal views. Python's full garbage collections visit
+    every object the process keeps, so what a view keeps per chunk is paid for again by every first call that triggers one.
+    The rule: per chunk, its chunk view and at most one risk signal per agent's risk setting; links, memo tables and
+    cache entries hold strings and tuples of them (which the collector stops tracking), not an object per chunk each."""
+    import gc
+    from collections import Counter
+
+    from retrieval_node.agent import RetrievalAgent
+    from retrieval_node.risk import RiskSignal
+    from retrieval_node.values import ChunkView
+    from tests.conftest import write_jsonl
+
+    n = 240
+    path = write_jsonl(tmp_path / "deals.jsonl", _long_deal(make_chunk, "2026-GCOB-0001", 12) + _long_deal(make_chunk, "2026-GCOB-0002", n))
+    Ingestor(store).ingest([path])
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    agents = sorted(agent.config.agents)
+    for name in agents:  # imports, compiled patterns, the rankers: what any first call creates once per process
+        agent.retrieve_sync(agent.intent_for(name, deal_id="2026-GCOB-0001"))
+    gc.collect()
+    gc.collect()
+    before = {id(o) for o in gc.get_objects()}
+    packages = [agent.retrieve_sync(agent.intent_for(name, deal_id="2026-GCOB-0002"))[0] for name in agents]
+    gc.collect()
+    gc.collect()
+    answer = set()  # the packages themselves, which the caller holds
+    todo: list = [packages]
+    while todo:
+        o = todo.pop()
+        if id(o) not in answer:
+            answer.add(id(o))
+            todo.extend(r for r in gc.get_referents(o) if gc.is_tracked(r) and id(r) not in before)
+    kept = [o for o in gc.get_objects() if id(o) not in before and id(o) not in answer]
+    views = sum(isinstance(o, ChunkView) for o in kept)
+    signals = sum(isinstance(o, RiskSignal) for o in kept)
+    assert views == n  # one view per chunk, shared by every agent's call
+    assert signals <= len(agents) * n
+    # everything else is a constant: the view's tables, locks, a cache entry per agent (119 when written). An object
+    # per chunk anywhere (a list, a set, a tuple around a signal) adds 240 and fails this.
+    assert len(kept) - views - signals <= 200, sorted(Counter(type(o).__name__ for o in kept).items(), key=lambda kv: -kv[1])[:8]
