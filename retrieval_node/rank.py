@@ -136,9 +136,12 @@ class RiskAwareRanker:
         if sig is None:
             stored = self._stored.get(key, _NOT_OFFERED)
             if stored is not _NOT_OFFERED:  # an encoded signal (None encodes "no risk"): decoded once, kept decoded
-                sig = decode_signal(stored)
                 self._stored.pop(key)
-            else:
+                try:
+                    sig = decode_signal(stored)
+                except (ValueError, TypeError):  # a damaged stored row costs time, never an answer: read the chunk
+                    sig = None
+            if sig is None:
                 sig = risk_signal(content, self.lexicon, domains, shortfall_ratio=self.shortfall_ratio)
             self._risk_cache.put(key, sig)
         return sig

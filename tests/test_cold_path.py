@@ -342,6 +342,22 @@ def test_seeded_signals_are_what_the_ranker_serves(node_config) -> None:
     assert settings.keep(view)(chunk) is True
 
 
+def test_a_damaged_stored_signal_is_read_from_the_chunk_instead(node_config) -> None:
+    """Fault injection: stored signals that do not decode (a truncated row, another version's encoding, a wrong shape)
+    cost a reading of the chunk, never an answer or an exception."""
+    from retrieval_node.rank import RiskAwareRanker
+    from retrieval_node.risk import risk_signal
+
+    text = "A builders' lien for $48,200.00 was registered against the title by Northgate Framing Ltd."
+    domains = ("title",)
+    expected = risk_signal(text, node_config.risk_signals, domains)
+    assert expected.material
+    for damaged in ('[0.9,["builders_lien"]', '[0.9,["builders_lien"],[],[],[],[]]', '{"score":0.9}', "7"):
+        ranker = RiskAwareRanker(node_config.risk_signals)
+        ranker.offer("h", domains, damaged)
+        assert ranker.risk("h", text, domains) == expected, damaged
+
+
 def test_bm25_index_kept_at_ingest_scores_exactly_like_one_built_on_the_call(ingested: Path, node_config) -> None:
     import bm25s
 
