@@ -27,7 +27,7 @@ from .backends.vectors import point_id, point_int
 from .cache import BoundedCache
 from .contracts import ContractPlan
 from .errors import BackendError
-from .models import TrustContext, sha256_hex
+from .models import TrustContext, compute_chunk_id, sha256_hex
 from .passages import Links, continuation_links
 from .ports import Backends
 from .precompute import findings_of, setting_key
@@ -39,10 +39,6 @@ if TYPE_CHECKING:
 
 #: BM25 results kept per deal view (agents repeat their profile queries).
 BM25_CACHE = 64
-#: Point ids asked for at once when a view pairs registry records with vector points.
-PAIR_BATCH = 1024
-#: What pairing reads of each window-0 payload (the content itself stays on disk).
-PAIR_FIELDS = ("deal_id", "content_hash")
 
 
 @dataclass(slots=True)
@@ -284,9 +280,13 @@ class DealCache:
         chunks: dict[str, ChunkView] = {}
         rejected: list[str] = []
         for rec in records:
-            # the registry text is the verbatim content; its hash must match what Stage 0 signed
+            # the registry text is the verbatim content; its hash must match what Stage 0 signed, and the chunk id
+            # must be the one Stage 0 derives from the document, the pages and that hash (what pairing relies on)
             if sha256_hex(rec.content) != rec.content_hash:
                 rejected.append(f"{rec.chunk_id[:12]}: registry content does not match its hash")
+                continue
+            if compute_chunk_id(rec.document_id, rec.page_start, rec.page_end, rec.content_hash) != rec.chunk_id:
+                rejected.append(f"{rec.chunk_id[:12]}: registry chunk id is not derived from its document, pages and content hash")
                 continue
             chunks[rec.chunk_id] = rec
         notes = self._pair_with_vectors(deal_id, chunks)
@@ -337,20 +337,19 @@ class DealCache:
         return view
 
     def _pair_with_vectors(self, deal_id: str, chunks: dict[str, ChunkView]) -> list[str]:
-        """Drop from ``chunks`` every registered chunk whose vector point is missing or disagrees with it; returns the
-        note saying so (none when all pair). None of them paired: :class:`BackendError`."""
+        """Drop from ``chunks`` every registered chunk whose window-0 vector point is missing or filed under another
+        deal; returns the note saying so (none when all pair). None of them paired: :class:`BackendError`.
+
+        No payload is read: a chunk id is derived from its content hash (``compute_chunk_id``, checked for every
+        registry record in :meth:`_load`) and the point id from the chunk id, so the point ingest wrote under that id
+        holds the vectors of that content; whether it exists and which deal it is filed under are answered by the
+        index's id tracker and ``deal_id`` payload index (``ChunkSearch.present``)."""
         if not chunks:
             return []
         ids = sorted(chunks)
         points = [point_id(c, 0) for c in ids]
-        found: dict[str, dict[str, Any]] = {}
-        for i in range(0, len(ids), PAIR_BATCH):
-            found.update(self.backends.chunks.payloads(points[i:i + PAIR_BATCH], PAIR_FIELDS))
-        unpaired = []
-        for cid, pid in zip(ids, points, strict=True):
-            p = found.get(pid)
-            if p is None or p.get("deal_id") != deal_id or p.get("content_hash") != chunks[cid].content_hash:
-                unpaired.append(cid)
+        found = self.backends.chunks.present(points, deal_id)
+        unpaired = [cid for cid, pid in zip(ids, points, strict=True) if pid not in found]
         if not unpaired:
             return []
         if len(unpaired) == len(ids):

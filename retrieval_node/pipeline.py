@@ -162,7 +162,7 @@ class Pipeline:
         if not view.chunks:
             raise IntentError(f"deal_id {intent.deal_id!r} has no registered chunks in this store; ingest its documents first")
         if view.rejected:
-            fallbacks.append(f"integrity: {len(view.rejected)} registry record(s) failed their hash check and were skipped")
+            fallbacks.append(f"integrity: {len(view.rejected)} registry record(s) failed their hash or chunk-id check and were skipped")
         gate = view.gate(plan, trust, intent.as_of)
         redacted, above_trust = gate.listed()
         seed_ranker(view, settings)  # the risk signals ingest stored for the deal (precompute.py)

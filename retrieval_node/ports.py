@@ -74,6 +74,11 @@ class ChunkSearch(Protocol):
         """Full first-window payloads of every chunk of one deal (the vector-only structural source)."""
         ...
 
+    def present(self, point_ids: Sequence[str], deal_id: str) -> set[str]:
+        """Those of ``point_ids`` whose point exists and belongs to ``deal_id``, answered from the id tracker and the
+        ``deal_id`` payload index (no payload is read): what a deal view's pairing asks."""
+        ...
+
 
 @runtime_checkable
 class ChunkIndex(ChunkSearch, Protocol):

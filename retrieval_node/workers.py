@@ -105,6 +105,9 @@ class _RemoteChunks:
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         return self._link.call("deal_payloads", deal_id)
 
+    def present(self, point_ids: Sequence[str], deal_id: str) -> set[str]:
+        return self._link.call("present", list(point_ids), deal_id)
+
 
 class _RemoteRegistry:
     """The :class:`~retrieval_node.ports.ChunkRegistry` port, answered by the parent process."""
@@ -419,6 +422,8 @@ class ProcessPoolRetrievalAgent(RetrievalAgent):
             return store.chunks.payloads(*args)
         if name == "deal_payloads":
             return store.chunks.deal_payloads(*args)
+        if name == "present":
+            return store.chunks.present(*args)
         raise BackendError(f"unknown worker request {name!r}")
 
     # -- lifecycle -----------------------------------------------------------------------

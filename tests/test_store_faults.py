@@ -287,3 +287,49 @@ def test_a_registered_chunk_whose_vector_is_gone_is_excluded_and_said(store, mak
     assert lien not in {r.chunk_id for r in pkg.ordered_chunks}
     [note] = [f for f in summary.fallbacks if f.startswith("unpaired_excluded")]
     assert note.startswith("unpaired_excluded: 1 registered chunk(s)") and lien[:12] in note
+
+
+def test_a_vector_point_filed_under_another_deal_does_not_pair(store, make_chunk, tmp_path, node_config):
+    import qdrant_edge as qe
+
+    from retrieval_node.backends.vectors import point_id
+
+    good, _ = _halves_store(store, make_chunk, tmp_path)
+    lien = good[1].chunk_id
+    # FAULT INJECTION: one chunk's window-0 point re-filed under another deal behind ingest's back
+    store.chunks._shard.update(qe.UpdateOperation.set_payload([point_id(lien, 0)], {"deal_id": "2026-OTHR-0001"}))
+    agent = _sync_agent(store, node_config)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    assert lien not in {r.chunk_id for r in pkg.ordered_chunks}
+    [note] = [f for f in summary.fallbacks if f.startswith("unpaired_excluded")]
+    assert note.startswith("unpaired_excluded: 1 registered chunk(s)") and lien[:12] in note
+
+
+def test_a_registry_record_whose_chunk_id_is_not_derived_from_its_content_is_skipped(store, make_chunk, tmp_path, node_config):
+    """Pairing reads no payload because a chunk id is derived from the document, the pages and the content hash: a
+    registry record that breaks that derivation (its content and hash intact) is skipped and said, never served."""
+    import dataclasses
+
+    good, _ = _halves_store(store, make_chunk, tmp_path)
+    lien = good[1]
+    real = store.registry
+
+    class RenamedRecord:  # FAULT INJECTION: the real registry, with one record's page range changed behind ingest's back
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def deal_records(self, deal_id, **kw):
+            return [dataclasses.replace(r, page_end=r.page_end + 1) if r.chunk_id == lien.chunk_id else r
+                    for r in real.deal_records(deal_id, **kw)]
+
+    store.registry = RenamedRecord()
+    try:
+        agent = _sync_agent(store, node_config)
+        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    finally:
+        store.registry = real
+    assert lien.chunk_id not in {r.chunk_id for r in pkg.ordered_chunks}
+    assert "integrity: 1 registry record(s) failed their hash or chunk-id check and were skipped" in summary.fallbacks
+    agent = _sync_agent(store, node_config)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    assert lien.chunk_id in {r.chunk_id for r in pkg.ordered_chunks} and not any(f.startswith("integrity") for f in summary.fallbacks)

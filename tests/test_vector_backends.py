@@ -71,6 +71,26 @@ def test_payloads_deal_listing_and_count(index):
     assert index.count() == 12
 
 
+def test_present_answers_which_points_exist_in_a_deal_without_reading_payloads(index, monkeypatch):
+    """What a deal view's pairing asks: of these point ids, which exist and are filed under this deal. Missing ids and
+    another deal's points are not present; batches split anywhere give the same answer; the generic answer from the
+    payloads (``DerivedSearch.present``) agrees with the index's own."""
+    import retrieval_node.backends.vectors as vectors
+    from retrieval_node.backends.vectors import DerivedSearch
+
+    pts = _points()
+    a_ids = [p.id for p in pts if p.payload["deal_id"] == "A"]
+    b_ids = [p.id for p in pts if p.payload["deal_id"] == "B"]
+    ghost = point_id("ghost".ljust(64, "f"), 0)
+    asked = [a_ids[0], b_ids[0], ghost, *a_ids[1:], *b_ids[1:]]
+    assert index.present(asked, "A") == set(a_ids)
+    assert index.present(asked, "B") == set(b_ids)
+    assert index.present(asked, "C") == set() and index.present([], "A") == set()
+    assert DerivedSearch.present(index, asked, "A") == set(a_ids)
+    monkeypatch.setattr(vectors, "PRESENT_BATCH", 2)
+    assert index.present(asked, "A") == set(a_ids) and DerivedSearch.present(index, asked, "B") == set(b_ids)
+
+
 def test_batch_search_matches_single(index):
     qs = np.eye(8, dtype=np.float32)[:3]
     batch = index.search_points_many([(q, SearchScope("A"), 4) for q in qs])

@@ -37,6 +37,9 @@ warnings.filterwarnings("ignore", message="Payload indexes have no effect in the
 _NAMESPACE = uuid.UUID("7b6f1d7e-4c55-4b8c-9a0e-2f0a3c1d5e61")
 
 #: Payload fields with a keyword index in both implementations.
+#: point ids per request of :meth:`present` (a deal view asks for every chunk of its deal)
+PRESENT_BATCH = 1024
+
 INDEXED_FIELDS = ("deal_id", "chunk_id", "section_type", "document_role")
 
 
@@ -89,6 +92,14 @@ class DerivedSearch:
 
     def payloads(self, point_ids: Sequence[str], fields: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
         raise NotImplementedError
+
+    def present(self, point_ids: Sequence[str], deal_id: str) -> set[str]:
+        """:meth:`~retrieval_node.ports.ChunkSearch.present` from the points' ``deal_id`` payload field (an index that
+        can filter by id and field without reading payloads answers it faster)."""
+        found: set[str] = set()
+        for i in range(0, len(point_ids), PRESENT_BATCH):
+            found.update(pid for pid, p in self.payloads(point_ids[i:i + PRESENT_BATCH], ("deal_id",)).items() if p.get("deal_id") == deal_id)
+        return found
 
     def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
         """(point id, score) of the best ``limit`` points in ``scope``, without payloads."""
@@ -370,6 +381,20 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
             flt = self._filters.put(scope, self._filter(scope))
         return flt
 
+    def present(self, point_ids: Sequence[str], deal_id: str) -> set[str]:
+        import qdrant_edge as qe
+
+        found: set[str] = set()
+        try:
+            for i in range(0, len(point_ids), PRESENT_BATCH):
+                ids = point_ids[i:i + PRESENT_BATCH]
+                flt = qe.Filter(must=[qe.HasIdCondition(set(ids)), qe.FieldCondition(key="deal_id", match=qe.MatchValue(value=deal_id))])
+                records, _ = self._shard.scroll(qe.ScrollRequest(limit=len(ids), filter=flt, with_payload=False, with_vector=False))
+                found.update(str(r.id) for r in records)
+        except Exception as exc:
+            raise BackendError(f"qdrant-edge scroll failed: {exc}") from exc
+        return found
+
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         import qdrant_edge as qe
 
@@ -472,6 +497,17 @@ class QdrantChunkIndex(DerivedSearch):
         for (i, _), r in zip(todo, responses, strict=True):
             out[i] = [(uuid.UUID(str(p.id)), float(p.score)) for p in r.points]
         return out
+
+    def present(self, point_ids: Sequence[str], deal_id: str) -> set[str]:
+        from qdrant_client import models as qm
+
+        found: set[str] = set()
+        for i in range(0, len(point_ids), PRESENT_BATCH):
+            ids = list(point_ids[i:i + PRESENT_BATCH])
+            flt = qm.Filter(must=[qm.HasIdCondition(has_id=ids), qm.FieldCondition(key="deal_id", match=qm.MatchValue(value=deal_id))])
+            records, _ = self._call("scroll", lambda f=flt, n=len(ids): self._client.scroll(self.collection, scroll_filter=f, limit=n, with_payload=False, with_vectors=False))
+            found.update(str(r.id) for r in records)
+        return found
 
     def deal_payloads(self, deal_id: str) -> list[dict[str, Any]]:
         from qdrant_client import models as qm
