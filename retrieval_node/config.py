@@ -97,6 +97,13 @@ class RetrievalConfig(_Strict):
         description="Deal views kept in memory per agent, least recently used dropped first (about 30 MB each for a "
         "2,000-chunk deal; a dropped deal's next call rebuilds its view from the store, as a first call does).",
     )
+    pause_collector: bool = Field(
+        True,
+        description="Pause Python's cyclic garbage collector during each call (retrieval_node.collector): the call's "
+        "short-lived objects are freed before a collection promotes them, and the full collections they would trigger "
+        "(~100 ms each in a process holding a few hundred thousand objects) mostly do not happen. Process-wide; "
+        "counted across threads; re-enabled only if it was on.",
+    )
     max_concurrent_retrievals: int | None = Field(
         None, gt=0, le=1000,
         description="Retrievals allowed to run at once per agent instance; more callers wait their turn. None = the "

@@ -10,13 +10,11 @@ its deal: :meth:`~retrieval_node.store.Store.bump` (called by ingest) makes the 
 
 from __future__ import annotations
 
-import gc
 import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,6 +23,7 @@ from . import lexical
 from .backends.mem0_registry import LEDGER, ledger_records
 from .backends.vectors import point_id, point_int
 from .cache import BoundedCache
+from .collector import paused
 from .contracts import ContractPlan
 from .errors import BackendError
 from .models import TrustContext, compute_chunk_id, sha256_hex
@@ -265,7 +264,7 @@ class DealCache:
             view = self._deals.get(deal_id)
             if view is not None and self._fresh(view, gen):
                 return self._said(view, fallbacks), 0
-            with _collector_paused():
+            with paused(self.settings.pause_collector):  # a view build is the burst of a first call (the pipeline's own pause covers it too)
                 return self._load(deal_id, gen, fallbacks)
 
     def _load(self, deal_id: str, gen: int, fallbacks: list[str] | None) -> tuple[DealView, int]:
@@ -398,29 +397,6 @@ class DealCache:
                 self._deals.clear()
             else:
                 self._deals.pop(deal_id, None)
-
-
-_PAUSE_LOCK = threading.Lock()
-_pauses = {"count": 0, "resume": False}
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a deal view is built: thousands of acyclic records (freed by
-    reference counting) that otherwise trigger full collections scanning every object of the process, a few hundred
-    ms of a first call. Counted, so overlapping builds re-enable it once, and only if it was on before the first."""
-    with _PAUSE_LOCK:
-        if _pauses["count"] == 0:
-            _pauses["resume"] = gc.isenabled()
-            gc.disable()
-        _pauses["count"] += 1
-    try:
-        yield
-    finally:
-        with _PAUSE_LOCK:
-            _pauses["count"] -= 1
-            if _pauses["count"] == 0 and _pauses["resume"]:
-                gc.enable()
 
 
 def view_from_payload(p: dict[str, Any]) -> ChunkView:

@@ -32,6 +32,7 @@ import numpy as np
 
 from .audit import SnapshotRows, record_retrieval
 from .cache import BoundedCache
+from .collector import paused
 from .config import AgentProfile, NodeConfig
 from .contracts import ContractPlan, compile_plan
 from .coverage import CoverageSelfCheck, ZoneSource, repair
@@ -148,7 +149,12 @@ class Pipeline:
 
     # -- the path -------------------------------------------------------------------------------
     def run(self, intent: RetrievalIntent, trust: TrustContext) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
-        """One retrieval: the plan passes first (nothing is embedded or fetched before), then every stage in order."""
+        """One retrieval: the plan passes first (nothing is embedded or fetched before), then every stage in order,
+        with Python's cyclic garbage collector paused (:mod:`retrieval_node.collector`, ``retrieval.pause_collector``)."""
+        with paused(self.config.retrieval.pause_collector):
+            return self._run(intent, trust)
+
+    def _run(self, intent: RetrievalIntent, trust: TrustContext) -> tuple[ContextPackage, RetrievalSummary, RetrievalMetrics]:
         t_start = time.perf_counter()
         clock = _Clock()
         admit(trust, deal_id=intent.deal_id, agent_id=intent.agent_id, what=f"intent {intent.intent_id}")
@@ -265,6 +271,10 @@ class Pipeline:
     def rank_question(self, intent: QuestionIntent, trust: TrustContext) -> QuestionResult:
         """The ranking a question's package is cut from, every eligible chunk best first, under the same admission,
         contract plan and gate as :meth:`run`; nothing is packaged or audited (what an evaluation reads)."""
+        with paused(self.config.retrieval.pause_collector):
+            return self._rank_question(intent, trust)
+
+    def _rank_question(self, intent: QuestionIntent, trust: TrustContext) -> QuestionResult:
         admit(trust, deal_id=intent.deal_id, agent_id=intent.agent_id, what=f"question {intent.intent_id}")
         plan = self.plan(intent)
         question = self.questions.parse(intent.query_text)
