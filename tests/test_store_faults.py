@@ -213,17 +213,22 @@ def _sync_agent(store, node_config):
     return RetrievalAgent(store, config=sync, trust=FULL_TRUST)
 
 
+def _retrieve_through(store, node_config, registry):
+    """An investigator call on DEAL with ``registry`` standing in for the store's own (restored afterwards)."""
+    real = store.registry
+    store.registry = registry
+    try:
+        agent = _sync_agent(store, node_config)
+        return agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    finally:
+        store.registry = real
+
+
 def test_mem0_down_fallback_excludes_points_never_registered(store, make_chunk, tmp_path, node_config):
     good, ghost = _halves_store(store, make_chunk, tmp_path)
     up, _ = _sync_agent(store, node_config).retrieve_sync(_sync_agent(store, node_config).intent_for("investigator", deal_id=DEAL))
     assert ghost.chunk_id not in {r.chunk_id for r in up.ordered_chunks}  # Mem0 up: the registry listing keeps it out
-    real = store.registry
-    store.registry = Mem0Down()
-    try:
-        agent = _sync_agent(store, node_config)
-        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
-    finally:
-        store.registry = real
+    pkg, summary = _retrieve_through(store, node_config, Mem0Down())
     assert ghost.chunk_id not in {r.chunk_id for r in pkg.ordered_chunks}
     assert "IGNORE PREVIOUS" not in pkg.to_prompt()
     assert any("BUILDERS' LIEN" in r.content for r in pkg.ordered_chunks)  # the registered lien is still served
@@ -273,31 +278,20 @@ def test_deleted_vectors_are_not_served_from_mem0_alone(tmp_path, embedder, node
         assert pkg.ordered_chunks and not any(f.startswith("unpaired") for f in summary.fallbacks)
 
 
-def test_a_registered_chunk_whose_vector_is_gone_is_excluded_and_said(store, make_chunk, tmp_path, node_config):
+@pytest.mark.parametrize("fault", ["point deleted", "point re-filed under another deal"])
+def test_a_registered_chunk_whose_vector_does_not_pair_is_excluded_and_said(store, make_chunk, tmp_path, node_config, fault):
     import qdrant_edge as qe
 
     from retrieval_node.backends.vectors import point_id
 
     good, _ = _halves_store(store, make_chunk, tmp_path)
     lien = good[1].chunk_id
-    # FAULT INJECTION: one chunk's vector point is lost from the shard (its registry record stays)
-    store.chunks._shard.update(qe.UpdateOperation.delete_points([point_id(lien, 0)]))
-    agent = _sync_agent(store, node_config)
-    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
-    assert lien not in {r.chunk_id for r in pkg.ordered_chunks}
-    [note] = [f for f in summary.fallbacks if f.startswith("unpaired_excluded")]
-    assert note.startswith("unpaired_excluded: 1 registered chunk(s)") and lien[:12] in note
-
-
-def test_a_vector_point_filed_under_another_deal_does_not_pair(store, make_chunk, tmp_path, node_config):
-    import qdrant_edge as qe
-
-    from retrieval_node.backends.vectors import point_id
-
-    good, _ = _halves_store(store, make_chunk, tmp_path)
-    lien = good[1].chunk_id
-    # FAULT INJECTION: one chunk's window-0 point re-filed under another deal behind ingest's back
-    store.chunks._shard.update(qe.UpdateOperation.set_payload([point_id(lien, 0)], {"deal_id": "2026-OTHR-0001"}))
+    # FAULT INJECTION behind ingest's back: one chunk's window-0 point lost from the shard, or filed under another
+    # deal (its registry record stays)
+    pid = point_id(lien, 0)
+    op = (qe.UpdateOperation.delete_points([pid]) if fault == "point deleted"
+          else qe.UpdateOperation.set_payload([pid], {"deal_id": "2026-OTHR-0001"}))
+    store.chunks._shard.update(op)
     agent = _sync_agent(store, node_config)
     pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     assert lien not in {r.chunk_id for r in pkg.ordered_chunks}
@@ -322,12 +316,7 @@ def test_a_registry_record_whose_chunk_id_is_not_derived_from_its_content_is_ski
             return [dataclasses.replace(r, page_end=r.page_end + 1) if r.chunk_id == lien.chunk_id else r
                     for r in real.deal_records(deal_id, **kw)]
 
-    store.registry = RenamedRecord()
-    try:
-        agent = _sync_agent(store, node_config)
-        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
-    finally:
-        store.registry = real
+    pkg, summary = _retrieve_through(store, node_config, RenamedRecord())
     assert lien.chunk_id not in {r.chunk_id for r in pkg.ordered_chunks}
     assert "integrity: 1 registry record(s) failed their hash or chunk-id check and were skipped" in summary.fallbacks
     agent = _sync_agent(store, node_config)
