@@ -23,7 +23,8 @@ import sys
 import warnings
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -132,7 +133,7 @@ def _setup_logging(verbosity: int = 0) -> None:
         warnings.filterwarnings("default", module=r"(retrieval_node|adapters)(\.|$)")
 
 
-def _fail(exc: Exception, as_json: bool) -> None:
+def _fail(exc: Exception, as_json: bool) -> NoReturn:
     kind = "usage error" if isinstance(exc, UsageError) else "error"
     if as_json:
         typer.echo(json.dumps({"error": {"type": type(exc).__name__, "message": str(exc)}}))
@@ -249,6 +250,19 @@ def _open_store(home: Path | None) -> Any:
     return Store.open(home)
 
 
+_T = TypeVar("_T")
+
+
+def _on_store(store: Path | None, as_json: bool, work: Callable[[Any], _T], *, existing: bool = False) -> _T:
+    """``work(st)`` on the store opened at ``store`` (which must already hold one with ``existing``: a mistyped
+    --store must not start an empty store); a :class:`RetrievalNodeError` is reported and exits 2 (:func:`_fail`)."""
+    try:
+        with _open_store(_require_store(store) if existing else store) as st:
+            return work(st)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+
+
 def one_shot() -> None:
     """A command that answers once and exits: what the imports and the opened store built lives until the exit, so
     the cyclic garbage collector stops scanning it (``gc.freeze``); a collection during the call then scans only what
@@ -271,12 +285,7 @@ def ingest(
     """
     from .ingest import Ingestor
 
-    try:
-        with _open_store(store) as st:
-            report = Ingestor(st).ingest(paths, progress=sys.stderr.isatty())
-    except RetrievalNodeError as exc:
-        _fail(exc, as_json)
-        return
+    report = _on_store(store, as_json, lambda st: Ingestor(st).ingest(paths, progress=sys.stderr.isatty()))
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json", include={"ingested", "unchanged", "rejected", "repaired"})))
     else:
@@ -306,13 +315,7 @@ def compact(
     Stores from before that layout use about 1 GB more RAM at 100k chunks; search results do not change.
     About a minute per 100k chunks.
     """
-    try:
-        home = _require_store(store)
-        with _open_store(home) as st:
-            out = st.compact()
-    except RetrievalNodeError as exc:
-        _fail(exc, as_json)
-        return
+    out = _on_store(store, as_json, lambda st: st.compact(), existing=True)
     if as_json:
         typer.echo(json.dumps({"compacted": out}))
     else:
@@ -333,15 +336,12 @@ def precompute(
     For a store ingested by an older version, or after a lexicon, rule or pattern change: re-ingesting unchanged files
     does not touch their chunks. Answers do not change; first calls get faster. Rows of other rules are deleted.
     """
-    try:
-        home = _require_store(store)
-        from .ingest import Ingestor
+    def work(st: Any) -> dict[str, int]:
+        from .ingest import Ingestor  # after the store check: a wrong --store is answered without the heavy imports
 
-        with _open_store(home) as st:
-            done = Ingestor(st).precompute(deals)
-    except RetrievalNodeError as exc:
-        _fail(exc, as_json)
-        return
+        return Ingestor(st).precompute(deals)
+
+    done = _on_store(store, as_json, work, existing=True)
     if as_json:
         typer.echo(json.dumps({"computed": done}))
     else:
