@@ -367,7 +367,8 @@ class Ingestor:
         pattern mentions and body token count under the current rules, patterns and encoding (:mod:`precompute`), and
         each deal's BM25 index (:mod:`lexical`); ``parts`` limits it to some of ``findings``, ``mentions``, ``bodies``,
         ``lexical``. For a store ingested before one of them existed, or after a lexicon, rule or pattern change (whose
-        chunks an ingest of unchanged files does not touch); the rows of other rules are deleted. ``deal_ids``: default
+        chunks an ingest of unchanged files does not touch); the rows of other rules are deleted, those an older version
+        of the findings file keeps under the current rules are copied into its layout (:meth:`ChunkFindings.migrate`). ``deal_ids``: default
         every deal the registration ledger records. Returns deal id -> chunks something was computed for (an index
         rebuilt counts its deal's chunks). Nothing served changes: the calls computed the same on the fly."""
         unknown = set(parts) - PARTS - {"lexical"}
@@ -381,6 +382,8 @@ class Ingestor:
         deals = list(deal_ids) if deal_ids is not None else sorted(ledger_deals(self.store.home))
         out: dict[str, int] = {}
         with self._lock:
+            if findings is not None:
+                findings.migrate()  # an older version's rows under the current rules: copied, not computed again
             for deal_id in deals:
                 records = [r for r in self.store.registry.deal_records(deal_id) if sha256_hex(r.content) == r.content_hash]
                 if not records and deal_ids is not None:

@@ -5,7 +5,8 @@ spans with their weights and cues, the numbers read, the material judgement) dep
 lexicon and the risk domains only, never on the query. Ingest computes it for every *risk setting* the configured
 profiles rank with (:func:`risk_settings`: the lexicon of the profile's ``risk_kinds`` over its ``risk_domains``)
 and keeps it in ``<store>/chunk_findings.db`` (SQLite, owner-only 0600), by
-deal, chunk id and setting. The first call on a deal then reads its findings instead of scanning the whole deal.
+deal, chunk id and setting, in tables clustered on that key: one deal's rows lie together, so a first call on a deal
+whose pages the OS no longer holds reads a few contiguous pages (``precompute`` moves an older version's rows there). The first call on a deal then reads its findings instead of scanning the whole deal.
 
 Every row carries the :func:`fingerprint` of what produced it: the risk lexicon (``risk_signals.yaml`` as loaded)
 and the source of :mod:`retrieval_node.risk`. A row under another fingerprint is never served: after a rule or
@@ -52,6 +53,20 @@ PARTS = frozenset({"findings", "mentions", "bodies"})
 #: the shortfall ratio every ranker of the package reads reserves with (``RiskAwareRanker``'s default)
 SHORTFALL_RATIO = 0.5
 _EMPTY = RiskSignal(score=0.0, kinds=())
+#: The tables, clustered on their keys (``WITHOUT ROWID``): one deal's rows lie together in the file, so a first call
+#: on a deal whose pages the OS no longer holds reads a few contiguous pages, not one page per row.
+_TABLES = {
+    "findings_v3": "CREATE TABLE IF NOT EXISTS findings_v3 (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
+                   "setting TEXT NOT NULL, material INTEGER NOT NULL, signal TEXT, spans TEXT, "
+                   "PRIMARY KEY (fingerprint, deal_id, chunk_id, setting)) WITHOUT ROWID",
+    "mentions_v3": "CREATE TABLE IF NOT EXISTS mentions_v3 (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
+                   "found TEXT, PRIMARY KEY (fingerprint, deal_id, chunk_id)) WITHOUT ROWID",
+    "body_tokens_v3": "CREATE TABLE IF NOT EXISTS body_tokens_v3 (form TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
+                      "content_hash TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (form, deal_id, chunk_id)) WITHOUT ROWID",
+}
+#: The tables of the layout before (rowid tables, the setting spelled out): :meth:`ChunkFindings.migrate` copies
+#: their rows of the current rules into the tables above and drops them.
+_LEGACY = ("findings", "mentions", "body_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +81,7 @@ class RiskSetting:
 
     @property
     def key(self) -> str:
-        return json.dumps([list(self.kinds) if self.kinds is not None else None, list(self.domains)], separators=(",", ":"))
+        return setting_key(self.kinds, self.domains)
 
 
 def risk_settings(config: NodeConfig) -> list[RiskSetting]:
@@ -130,13 +145,8 @@ class ChunkFindings:
         self.fingerprint = fingerprint(config)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = owner_only_sqlite(path)
-        self._conn.execute("CREATE TABLE IF NOT EXISTS findings (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
-                           "setting TEXT NOT NULL, material INTEGER NOT NULL, signal TEXT, spans TEXT, "
-                           "PRIMARY KEY (fingerprint, deal_id, chunk_id, setting))")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS mentions (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
-                           "found TEXT, PRIMARY KEY (fingerprint, deal_id, chunk_id))")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS body_tokens (form TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, "
-                           "content_hash TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (form, deal_id, chunk_id))")
+        for ddl in _TABLES.values():
+            self._conn.execute(ddl)
         self.encoding = config.retrieval.tokenizer_encoding
         self.body_form = body_form(self.encoding)
         self._counter: Any = None
@@ -172,9 +182,9 @@ class ChunkFindings:
             if self._conn is None:
                 return 0
             self._conn.execute("BEGIN")
-            self._conn.executemany("INSERT OR REPLACE INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            self._conn.executemany("INSERT OR REPLACE INTO mentions VALUES (?, ?, ?, ?)", named)
-            self._conn.executemany("INSERT OR REPLACE INTO body_tokens VALUES (?, ?, ?, ?, ?)", bodies)
+            self._conn.executemany("INSERT OR REPLACE INTO findings_v3 VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            self._conn.executemany("INSERT OR REPLACE INTO mentions_v3 VALUES (?, ?, ?, ?)", named)
+            self._conn.executemany("INSERT OR REPLACE INTO body_tokens_v3 VALUES (?, ?, ?, ?, ?)", bodies)
             self._conn.execute("COMMIT")
         return len(rows)
 
@@ -195,11 +205,11 @@ class ChunkFindings:
             if self._conn is None:
                 return {part: set(chunks) for part in PARTS}
             per: dict[str, int] = dict(self._conn.execute(
-                "SELECT chunk_id, COUNT(*) FROM findings WHERE fingerprint = ? AND deal_id = ? GROUP BY chunk_id",
+                "SELECT chunk_id, COUNT(*) FROM findings_v3 WHERE fingerprint = ? AND deal_id = ? GROUP BY chunk_id",
                 (self.fingerprint, deal_id)).fetchall())
-            bodies = dict(self._conn.execute("SELECT chunk_id, content_hash FROM body_tokens WHERE form = ? AND deal_id = ?",
+            bodies = dict(self._conn.execute("SELECT chunk_id, content_hash FROM body_tokens_v3 WHERE form = ? AND deal_id = ?",
                                              (self.body_form, deal_id)).fetchall())
-            named = {r[0] for r in self._conn.execute("SELECT chunk_id FROM mentions WHERE fingerprint = ? AND deal_id = ?",
+            named = {r[0] for r in self._conn.execute("SELECT chunk_id FROM mentions_v3 WHERE fingerprint = ? AND deal_id = ?",
                                                       (self.mentions_fingerprint(entities), deal_id)).fetchall()} if entities else None
         want = len(self.settings)
         out = {"findings": {cid for cid in chunks if per.get(cid, 0) < want},
@@ -213,7 +223,7 @@ class ChunkFindings:
         with self._lock:
             if self._conn is None:
                 return {}
-            rows = self._conn.execute("SELECT chunk_id, content_hash, n FROM body_tokens WHERE form = ? AND deal_id = ?",
+            rows = self._conn.execute("SELECT chunk_id, content_hash, n FROM body_tokens_v3 WHERE form = ? AND deal_id = ?",
                                       (body_form(encoding), deal_id)).fetchall()
         return {cid: (h, int(n)) for cid, h, n in rows}
 
@@ -223,7 +233,7 @@ class ChunkFindings:
         with self._lock:
             if self._conn is None or not entities:
                 return {}
-            rows = self._conn.execute("SELECT chunk_id, found FROM mentions WHERE fingerprint = ? AND deal_id = ?",
+            rows = self._conn.execute("SELECT chunk_id, found FROM mentions_v3 WHERE fingerprint = ? AND deal_id = ?",
                                       (self.mentions_fingerprint(entities), deal_id)).fetchall()
         none: frozenset[str] = frozenset()
         return {cid: frozenset(json.loads(found)) if found else none for cid, found in rows}
@@ -236,10 +246,10 @@ class ChunkFindings:
             if self._conn is None:
                 return out
             if setting is None:
-                rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings WHERE fingerprint = ? AND deal_id = ?",
+                rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings_v3 WHERE fingerprint = ? AND deal_id = ?",
                                           (self.fingerprint, deal_id)).fetchall()
             else:
-                rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings WHERE fingerprint = ? AND deal_id = ? "
+                rows = self._conn.execute("SELECT chunk_id, setting, material, signal, spans FROM findings_v3 WHERE fingerprint = ? AND deal_id = ? "
                                           "AND setting = ?", (self.fingerprint, deal_id, setting)).fetchall()
         for chunk_id, setting, material, signal, spans in rows:
             out.setdefault(setting, {})[chunk_id] = (bool(material), signal, spans)
@@ -251,10 +261,43 @@ class ChunkFindings:
         with self._lock:
             if self._conn is None:
                 return 0
-            gone = self._conn.execute("DELETE FROM findings WHERE fingerprint != ?", (self.fingerprint,)).rowcount
-            self._conn.execute("DELETE FROM mentions WHERE fingerprint != ?", (self.mentions_fingerprint(entities),))
-            self._conn.execute("DELETE FROM body_tokens WHERE form != ?", (self.body_form,))
+            gone = self._conn.execute("DELETE FROM findings_v3 WHERE fingerprint != ?", (self.fingerprint,)).rowcount
+            self._conn.execute("DELETE FROM mentions_v3 WHERE fingerprint != ?", (self.mentions_fingerprint(entities),))
+            self._conn.execute("DELETE FROM body_tokens_v3 WHERE form != ?", (self.body_form,))
             return gone
+
+    def migrate(self) -> int:
+        """Copy the rows an older version of this file keeps (:data:`_LEGACY`) under the current rules, body form and
+        any mention fingerprint into this layout, drop the old tables and give their space back (``VACUUM``); returns
+        the finding rows copied. Nothing is recomputed; rows of other rules are not copied (they are never served)."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return 0
+            have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            legacy = [t for t in _LEGACY if t in have]
+            if not legacy:
+                return 0
+            conn.create_function("short_key", 1, _short_key, deterministic=True)
+            copied = 0
+            conn.execute("BEGIN")
+            try:
+                if "findings" in have:
+                    copied = conn.execute("INSERT OR IGNORE INTO findings_v3 SELECT fingerprint, deal_id, chunk_id, short_key(setting), "
+                                          "material, signal, spans FROM findings WHERE fingerprint = ?", (self.fingerprint,)).rowcount
+                if "mentions" in have:
+                    conn.execute("INSERT OR IGNORE INTO mentions_v3 SELECT fingerprint, deal_id, chunk_id, found FROM mentions")
+                if "body_tokens" in have:
+                    conn.execute("INSERT OR IGNORE INTO body_tokens_v3 SELECT form, deal_id, chunk_id, content_hash, n FROM body_tokens "
+                                 "WHERE form = ?", (self.body_form,))
+                for t in legacy:
+                    conn.execute(f"DROP TABLE {t}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("VACUUM")
+            return max(copied, 0)
 
     def close(self) -> None:
         with self._lock:
@@ -358,8 +401,13 @@ def offer_bodies(view: Any, packager: Any, backends: Any) -> None:
 
 
 def setting_key(kinds: Sequence[str] | None, domains: Sequence[str]) -> str:
-    """The key :class:`RiskSetting` files a (kinds, domains) pair under."""
-    return json.dumps([list(kinds) if kinds is not None else None, list(domains)], separators=(",", ":"))
+    """The key :class:`RiskSetting` files a (kinds, domains) pair under: 16 hex digits of the pair's hash (the pair
+    written out is ~200 characters, repeated in every row)."""
+    return _short_key(json.dumps([list(kinds) if kinds is not None else None, list(domains)], separators=(",", ":")))
+
+
+def _short_key(spelled: str) -> str:
+    return hashlib.sha256(spelled.encode()).hexdigest()[:16]
 
 
 __all__ = ["FINDINGS_DB", "PARTS", "ChunkFindings", "RiskSetting", "body_form", "decode_signal", "encode_signal", "findings_of", "fingerprint", "offer_bodies", "offer_mentions",

@@ -251,6 +251,72 @@ def test_precompute_completes_a_store_ingested_without_its_first_call_data(inges
     assert unknown.returncode == 2 and "2026-NONE-0000" in unknown.stderr and "no registered chunks" in unknown.stderr
 
 
+def _to_older_layout(path: Path, node_config) -> None:
+    """Rewrite a findings file in the layout before findings v3 (rowid tables, settings spelled out), rows unchanged."""
+    import sqlite3
+
+    from retrieval_node.precompute import risk_settings
+
+    spelled = {s.key: json.dumps([list(s.kinds) if s.kinds is not None else None, list(s.domains)], separators=(",", ":"))
+               for s in risk_settings(node_config)}
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("CREATE TABLE findings (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, setting TEXT NOT NULL, "
+                     "material INTEGER NOT NULL, signal TEXT, spans TEXT, PRIMARY KEY (fingerprint, deal_id, chunk_id, setting))")
+        conn.execute("CREATE TABLE mentions (fingerprint TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, found TEXT, "
+                     "PRIMARY KEY (fingerprint, deal_id, chunk_id))")
+        conn.execute("CREATE TABLE body_tokens (form TEXT NOT NULL, deal_id TEXT NOT NULL, chunk_id TEXT NOT NULL, content_hash TEXT NOT NULL, "
+                     "n INTEGER NOT NULL, PRIMARY KEY (form, deal_id, chunk_id))")
+        for fp, deal, cid, key, material, signal, spans in conn.execute("SELECT * FROM findings_v3").fetchall():
+            conn.execute("INSERT INTO findings VALUES (?, ?, ?, ?, ?, ?, ?)", (fp, deal, cid, spelled[key], material, signal, spans))
+        conn.execute("INSERT INTO mentions SELECT * FROM mentions_v3")
+        conn.execute("INSERT INTO body_tokens SELECT * FROM body_tokens_v3")
+        for table in ("findings_v3", "mentions_v3", "body_tokens_v3"):
+            conn.execute(f"DROP TABLE {table}")
+    finally:
+        conn.close()
+
+
+def test_precompute_moves_an_older_findings_file_into_its_layout_without_computing(ingested: Path, tmp_path: Path, node_config) -> None:
+    """A findings file of the layout before (one page read per row on a cold first call) is not read; `precompute`
+    copies its rows of the current rules into the clustered tables, computes nothing, drops the old tables and gives
+    their space back; the rows served are the ones ingest wrote."""
+    import sqlite3
+
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    found = ChunkFindings(home / FINDINGS_DB, node_config)
+    try:
+        written = found.deal(DEAL)
+        bodies = found.body_tokens(DEAL, node_config.retrieval.tokenizer_encoding)
+    finally:
+        found.close()
+    assert written and bodies
+    _to_older_layout(home / FINDINGS_DB, node_config)
+    older = ChunkFindings(home / FINDINGS_DB, node_config)
+    try:
+        assert older.deal(DEAL) == {}  # the older tables are not read
+    finally:
+        older.close()
+    with Store.open(home, config=node_config) as st:
+        assert Ingestor(st).precompute([DEAL], parts=frozenset({"findings", "bodies"})) == {DEAL: 0}  # copied, not computed
+    moved = ChunkFindings(home / FINDINGS_DB, node_config)
+    try:
+        assert moved.deal(DEAL) == written
+        assert moved.body_tokens(DEAL, node_config.retrieval.tokenizer_encoding) == bodies
+    finally:
+        moved.close()
+    conn = sqlite3.connect(home / FINDINGS_DB)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert tables == {"findings_v3", "mentions_v3", "body_tokens_v3"}
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0  # the old tables' pages were given back
+    finally:
+        conn.close()
+
+
 def _lexicon_edited(node_config):
     """``node_config`` with one term of its risk lexicon weighing half as much (a lexicon change)."""
     lex = node_config.risk_signals
