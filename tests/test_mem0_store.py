@@ -53,6 +53,33 @@ def test_registry_listing_is_scoped_and_filtered(registry, embedder):
     assert registry.stats.by_op.get("register_chunk") == 6
 
 
+def test_registry_listing_reads_what_mem0_get_all_lists(registry, embedder):
+    """The registry lists a deal from Mem0's vector store without ``Memory.get_all``'s formatting: on both stores the
+    records are the ones built from ``get_all``'s answer (text, every metadata field, memory id), and a memory Mem0
+    considers expired is left out as ``get_all`` leaves it out."""
+    vecs = embedder.embed([f"chunk {i}" for i in range(3)])
+    ids = [registry.register_chunk(_record("D-E", i), f"deal E chunk {i}", vecs[i]) for i in range(3)]
+    mem = registry.memory
+    # one memory expired yesterday (Mem0 2.x's `expiration_date`), one expires in a year
+    expired_id = mem.get_all(filters={"user_id": "conv-D-E"}, top_k=10)["results"][0]["id"]
+    for mid, day in ((expired_id, "2000-01-01"), (next(m for m in mem.get_all(filters={"user_id": "conv-D-E"}, top_k=10)["results"] if m["id"] != expired_id)["id"], "2999-01-01")):
+        payload = dict(mem.vector_store.get(mid).payload)
+        mem.vector_store.update(mid, payload={**payload, "expiration_date": day})
+    listed = mem.get_all(filters={"user_id": "conv-D-E", "kind": "chunk"}, top_k=100)["results"]
+    assert len(listed) == 2 and expired_id not in {m["id"] for m in listed}
+    from retrieval_node.values import ChunkView
+
+    plain = ("chunk_id", "deal_id", "document_id", "document_role", "section_type", "page_start", "page_end", "content_hash",
+             "ocr_confidence", "token_count", "sensitivity", "document_created_at", "ingested_at")
+    expected = sorted((ChunkView(memory_id=m["id"], content=m["memory"], zones=tuple(m["metadata"]["zones"]),
+                                 entity_ids=tuple(m["metadata"]["entity_ids"]), **{k: m["metadata"].get(k) for k in plain}) for m in listed),
+                      key=lambda r: r.chunk_id)
+    got = registry.deal_records("D-E")
+    assert got == expected and {r.memory_id for r in got} <= set(ids)
+    for r in got:
+        assert r.content.startswith("deal E chunk ") and r.zones == ("instruments_register",) and r.ocr_confidence == 0.9
+
+
 def test_audit_patterns_search_update_delete_through_mem0(registry, embedder):
     aid = registry.add_audit("D-A", "Retrieval aud_1 for investigator", {"audit_id": "aud_1", "chunks_selected": 3})
     registry.add_audit("D-B", "Retrieval aud_2 for tax", {"audit_id": "aud_2", "chunks_selected": 1})

@@ -167,7 +167,8 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         while limit is None or len(out) < limit:
             page = 1024 if limit is None else min(1024, limit - len(out))
             records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=page, filter=flt, with_payload=True, with_vector=False))
-            out.extend(OutputData(id=str(r.id), score=None, payload=dict(r.payload or {})) for r in records)
+            # each read of ``payload`` builds a fresh dict from the shard's record: nothing else holds it, no copy
+            out.extend(OutputData(id=str(r.id), score=None, payload=r.payload or {}) for r in records)
             if offset is None or not records:
                 break
         return [out]
