@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import lexical
 from .backends.mem0_registry import LEDGER, ledger_records
-from .backends.vectors import point_id, point_int
+from .backends.vectors import point_int, point_ints, uuid_text
 from .cache import BoundedCache
 from .collector import paused
 from .contracts import ContractPlan
@@ -132,8 +132,8 @@ class DealView:
             table: dict[int, tuple[str, int]] = {}
             for cid, c in self.chunks.items():
                 n = 1 + max(0, math.ceil((1.5 * c.token_count - window_tokens) / step))
-                for w in range(n):
-                    table[point_int(cid, w)] = (cid, w)
+                for w, pid in enumerate(point_ints(cid, n)):
+                    table[pid] = (cid, w)
             return table
 
         return self._memoised(("point_ids", window_tokens, overlap_tokens), build)
@@ -346,7 +346,7 @@ class DealCache:
         if not chunks:
             return []
         ids = sorted(chunks)
-        points = [point_id(c, 0) for c in ids]
+        points = [uuid_text(point_int(c, 0)) for c in ids]
         found = self.backends.chunks.present(points, deal_id)
         unpaired = [cid for cid, pid in zip(ids, points, strict=True) if pid not in found]
         if not unpaired:

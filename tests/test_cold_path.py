@@ -572,14 +572,21 @@ def test_point_ids_of_the_deal_table_are_the_stored_points_ids() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st_
 
-    from retrieval_node.backends.vectors import point_int, point_uuid
+    from retrieval_node.backends.vectors import point_id, point_int, point_ints, point_uuid, uuid_text
 
     @settings(max_examples=300, deadline=None)
     @given(st_.text(max_size=80), st_.integers(min_value=0, max_value=10_000))
     def same(chunk_id: str, window: int) -> None:
         assert point_int(chunk_id, window) == point_uuid(chunk_id, window).int
+        assert uuid_text(point_int(chunk_id, window)) == point_id(chunk_id, window)  # what pairing asks the index for
+
+    @settings(max_examples=100, deadline=None)
+    @given(st_.text(max_size=80), st_.integers(min_value=0, max_value=30))
+    def every_window(chunk_id: str, windows: int) -> None:
+        assert point_ints(chunk_id, windows) == [point_uuid(chunk_id, w).int for w in range(windows)]
 
     same()
+    every_window()
 
 
 def _views_limited(node_config, limit: int):

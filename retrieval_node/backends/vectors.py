@@ -66,6 +66,23 @@ def point_int(chunk_id: str, window: int) -> int:
     return (int.from_bytes(digest[:16], "big") & _V5_CLEAR) | _V5_SET
 
 
+def point_ints(chunk_id: str, windows: int) -> list[int]:
+    """``[point_int(chunk_id, w) for w in range(windows)]``, the chunk's part of the hash computed once."""
+    base = hashlib.sha1(_NAMESPACE_BYTES + chunk_id.encode() + b":")
+    out = []
+    for w in range(windows):
+        h = base.copy()
+        h.update(str(w).encode())
+        out.append((int.from_bytes(h.digest()[:16], "big") & _V5_CLEAR) | _V5_SET)
+    return out
+
+
+def uuid_text(value: int) -> str:
+    """``str(uuid.UUID(int=value))`` without the object (the pairing of a deal view spells 2,000 of them)."""
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 @dataclass(frozen=True, slots=True)
 class VectorPoint:
     id: str
