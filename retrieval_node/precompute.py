@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -45,6 +46,8 @@ from .config import NodeConfig, RiskLexicon
 from .models import quoted_body, sha256_hex
 from .query_cache import owner_only_sqlite
 from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, mentioned_entities, risk_signal
+
+log = logging.getLogger(__name__)
 
 #: the findings file inside the store directory
 FINDINGS_DB = "chunk_findings.db"
@@ -264,11 +267,12 @@ class ChunkFindings:
             gone = self._conn.execute("DELETE FROM findings_v3 WHERE fingerprint != ?", (self.fingerprint,)).rowcount
             self._conn.execute("DELETE FROM mentions_v3 WHERE fingerprint != ?", (self.mentions_fingerprint(entities),))
             self._conn.execute("DELETE FROM body_tokens_v3 WHERE form != ?", (self.body_form,))
+            _give_space_back(self._conn, self.path)
             return gone
 
     def migrate(self) -> int:
         """Copy the rows an older version of this file keeps (:data:`_LEGACY`) under the current rules, body form and
-        any mention fingerprint into this layout, drop the old tables and give their space back (``VACUUM``); returns
+        any mention fingerprint into this layout, drop the old tables and give their space back (:func:`_give_space_back`); returns
         the finding rows copied. Nothing is recomputed; rows of other rules are not copied (they are never served)."""
         with self._lock:
             conn = self._conn
@@ -296,7 +300,7 @@ class ChunkFindings:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            conn.execute("VACUUM")
+            _give_space_back(conn, self.path)
             return max(copied, 0)
 
     def close(self) -> None:
@@ -304,6 +308,20 @@ class ChunkFindings:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _give_space_back(conn: sqlite3.Connection, path: Path) -> None:
+    """``VACUUM`` the file when more than half of its pages are free (rows of other rules deleted, an older layout's
+    tables dropped). Another process reading the file (a running service) can keep it from running: said in the log,
+    tried again by the next ``precompute``; the rows are all in place either way."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    if not pages or free * 2 <= pages:
+        return
+    try:
+        conn.execute("VACUUM")
+    except sqlite3.OperationalError as exc:
+        log.warning("%s: %d of its %d pages are free and could not be given back now (%s); the next precompute tries again", path, free, pages, exc)
 
 
 _OPEN: dict[int, tuple[Any, ChunkFindings]] = {}

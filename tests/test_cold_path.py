@@ -317,6 +317,34 @@ def test_precompute_moves_an_older_findings_file_into_its_layout_without_computi
         conn.close()
 
 
+def test_space_is_given_back_when_no_reader_holds_the_findings_file(tmp_path: Path, caplog) -> None:
+    """A findings file mostly free pages (rows deleted) is vacuumed; while another connection reads it the vacuum
+    cannot run: the rows stay, the log says so, and the next try gives the space back."""
+    import logging
+    import sqlite3
+
+    from retrieval_node.precompute import _give_space_back
+
+    path = tmp_path / "f.db"
+    conn = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
+    conn.executemany("INSERT INTO t VALUES (?, ?)", [(f"k{i}", "x" * 500) for i in range(2000)])
+    conn.execute("DELETE FROM t WHERE k != 'k7'")
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] * 2 > conn.execute("PRAGMA page_count").fetchone()[0]
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT v FROM t").fetchall()  # holds the file open for reading
+    with caplog.at_level(logging.WARNING, logger="retrieval_node.precompute"):
+        _give_space_back(conn, path)
+    assert "could not be given back" in caplog.text and conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
+    reader.execute("COMMIT")
+    reader.close()
+    _give_space_back(conn, path)
+    assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    assert conn.execute("SELECT k FROM t").fetchall() == [("k7",)]
+    conn.close()
+
+
 def _lexicon_edited(node_config):
     """``node_config`` with one term of its risk lexicon weighing half as much (a lexicon change)."""
     lex = node_config.risk_signals
