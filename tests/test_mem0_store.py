@@ -9,7 +9,7 @@ import pytest
 from retrieval_node.backends.mem0_edge import EdgeMemoryStore, attach, build_filter
 from retrieval_node.backends.mem0_registry import Mem0Registry, SharedEmbeddings, build_memory
 from retrieval_node.config import load_config
-from retrieval_node.errors import ConfigError
+from retrieval_node.errors import BackendError, ConfigError
 from retrieval_node.store import Store
 
 
@@ -76,6 +76,11 @@ def test_registry_listing_reads_what_mem0_get_all_lists(registry, embedder):
                       key=lambda r: r.chunk_id)
     got = registry.deal_records("D-E")
     assert got == expected and {r.memory_id for r in got} <= set(ids)
+    for bad in ("D E", "D\tE"):  # a scope id Mem0's get_all refuses is refused here too, not listed as an empty deal
+        with pytest.raises(BackendError, match="whitespace"):
+            registry.deal_records(bad)
+        with pytest.raises(ValueError):
+            mem.get_all(filters={"user_id": f"conv-{bad}"}, top_k=10)
     for r in got:
         assert r.content.startswith("deal E chunk ") and r.zones == ("instruments_register",) and r.ocr_confidence == 0.9
 

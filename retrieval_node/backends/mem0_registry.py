@@ -393,8 +393,9 @@ class Mem0Registry:
         stored: the memory text under ``data``, the metadata beside it."""
         self.stats.hit(op)
         try:
+            scoped = {**filters, **{k: _entity_id(filters[k], k) for k in ("user_id", "agent_id", "run_id") if k in filters}}
             with self._read_lock:
-                result = self._memory.vector_store.list(filters=filters, top_k=MAX_LISTING)
+                result = self._memory.vector_store.list(filters=scoped, top_k=MAX_LISTING)
         except Exception as exc:
             raise BackendError(f"Mem0 listing ({op}) failed: {exc}") from exc
         # Mem0's stores answer [[memories]] (qdrant-edge, ours) or (memories, next offset) (its Qdrant class): get_all unwraps one level
@@ -427,6 +428,16 @@ class _NoLock:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _entity_id(value: Any, name: str) -> str:
+    """Mem0's rule for the scope ids ``get_all`` is given (``mem0.memory.main._validate_and_trim_entity_id``, 2.2):
+    as text, trimmed; empty or holding whitespace is refused (a deal id Mem0 would not list is an error, not an
+    empty deal)."""
+    trimmed = str(value).strip()
+    if not trimmed or any(c.isspace() for c in trimmed):
+        raise ValueError(f"Invalid {name}: {value!r} is empty or contains whitespace; Mem0 refuses it as a scope id")
+    return trimmed
 
 
 def _expired(payload: dict[str, Any]) -> bool:
