@@ -46,7 +46,9 @@ wall time and whether torch / sentence-transformers were imported. Then ``Retrie
 for the investigator / condo / tax profiles: the first call on **every** deal of the store (nothing of the deal is in
 the process yet: what the first call after an ingest pays) is reported apart (p50 / p95, stage means, machine load),
 then the first call of each other agent on the measured deals (timed, reported apart); then ``--warm-calls`` (200)
-warm calls on random (deal, agent).
+warm calls on random (deal, agent). Then ``--fresh-deals`` (3) deals are written into the store one at a time, as the
+fill writes them, and one agent's first call on each is timed right after (what an agent asking soon after an
+ingest pays); they are removed again afterwards, so a reused store keeps its size.
 Coverage re-retrieval and the audit write are part of every call. Then the naive path in
 the same process: ``memory.search(query, filters={"user_id": "conv-{deal}", "section_type":
 {"in": [...]}}, top_k=50)`` (includes Mem0's query embedding) followed by a filtered
@@ -146,6 +148,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--skip-naive", action="store_true", help="skip the naive path")
     ap.add_argument("--no-precompute", action="store_true", help="fill without the query-independent work ingest does "
                     "(risk findings, per-deal BM25 index, profile query vectors): the first calls then pay for it, as before")
+    ap.add_argument("--fresh-deals", type=int, default=3, help="deals written into the store right before their first call is timed, "
+                    "then removed again (default 3; 0: skip)")
     ap.add_argument("--cli-calls", type=int, default=3, help="fresh-process `retrieval-node retrieve --json` calls timed per size (default 3)")
     ap.add_argument("--workers", type=int, default=0, help="also measure ProcessPoolRetrievalAgent with this many worker processes "
                     "(warm-up, warm calls, then the same concurrency measurement and integrity check; default 0: skip)")
@@ -183,6 +187,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.warm_calls = min(args.warm_calls, 10)
         args.naive_calls = min(args.naive_calls, 3)
         args.concurrency_rounds = min(args.concurrency_rounds, 1)
+        args.fresh_deals = min(args.fresh_deals, 1)
         args.pool_variants = 1
     args.size_list = [int(s) for s in str(args.sizes).split(",") if s.strip()]
     args.agent_list = [a.strip() for a in args.agents.split(",") if a.strip()]
@@ -225,14 +230,15 @@ class Filler:
             pool.setdefault(k, []).append(v)
         return {k: np.stack(v) for k, v in pool.items()}
 
-    def deal(self, d: int) -> Iterator[tuple[Any, list[tuple[int, int]], np.ndarray]]:
-        """``(chunk, window spans, window vectors)`` for every chunk of deal ``d``."""
+    def deal(self, d: int, *, fresh: bool = False) -> Iterator[tuple[Any, list[tuple[int, int]], np.ndarray]]:
+        """``(chunk, window spans, window vectors)`` for every chunk of deal ``d`` (with ``fresh``, of the ``d``-th
+        deal written after the fill, :func:`fresh_deal_id`, ``--chunks-per-deal`` chunks, its own random streams)."""
         from retrieval_node.models import DocumentChunk
 
         a = self.args
-        r = random.Random(f"{a.seed}:deal:{d}")
-        rng = np.random.default_rng([a.seed, d])
-        specs = deal_layout(self.deal_ids[d], self.deal_sizes[d], r)
+        r = random.Random(f"{a.seed}:{'fresh' if fresh else 'deal'}:{d}")
+        rng = np.random.default_rng([a.seed, d, 1 if fresh else 0])
+        specs = deal_layout(fresh_deal_id(d) if fresh else self.deal_ids[d], a.chunks_per_deal if fresh else self.deal_sizes[d], r)
         built = [paragraphs(s.role, s.section, r.randint(a.min_chars, a.max_chars), r, risk_rate=a.risk_rate) for s in specs]
         counts = self.counter.count_many([c for c, _ in built])
         for spec, (content, used), tokens in zip(specs, built, counts, strict=True):
@@ -315,6 +321,75 @@ def sqlite_fsync_off(store: Any) -> Iterator[int]:
             c.execute(f"PRAGMA synchronous={value}")
 
 
+def fresh_deal_id(k: int) -> str:
+    """The ``k``-th deal written after the fill (``--fresh-deals``; removed again by :func:`drop_deal`)."""
+    return f"2026-FRESH-{k + 1:04d}"
+
+
+def write_deal(store: Any, filler: Filler, d: int, *, findings: Any, entities: frozenset[str], ingestor: Any, lemmatize: Any,
+               section_counts: Counter[str], fresh: bool = False) -> dict[str, Any]:
+    """Write deal ``d`` (see :meth:`Filler.deal`) as the fill does: vector points, Mem0 registrations, then what ingest
+    does after its writes (risk findings, pattern mentions, the deal's BM25 index) unless ``findings`` is None."""
+    vs = store.registry.memory.vector_store
+    t = time.perf_counter()
+    points: list[Any] = []
+    m_vecs: list[list[float]] = []
+    m_ids: list[str] = []
+    m_payloads: list[dict[str, Any]] = []
+    texts: list[tuple[str, str, str]] = []
+    for chunk, spans, vecs in filler.deal(d, fresh=fresh):
+        record = filler.ingestor._record(chunk, filler.now)  # noqa: SLF001 - the exact ingest record
+        texts.append((chunk.deal_id, chunk.chunk_id, chunk.content))
+        points.extend(filler.points(chunk, record, spans, vecs))
+        m_vecs.append(vecs[0].tolist())
+        m_ids.append(str(uuid.uuid4()))
+        m_payloads.append(Filler.mem0_payload(record, chunk.content, lemmatize))
+        section_counts[chunk.section_type.value] += 1
+    points.sort(key=lambda p: p.payload["window"] == 0)  # window 0 last, as the ingest writes them
+    out = {"generate_s": time.perf_counter() - t, "chunks": len(texts), "vector_points": len(points), "precompute_s": 0.0}
+    t = time.perf_counter()
+    for i in range(0, len(points), 1024):
+        store.chunks.upsert(points[i:i + 1024])
+    out["edge_upsert_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    with sqlite_fsync_off(store):
+        for i in range(0, len(m_ids), 512):
+            vs.insert(vectors=m_vecs[i:i + 512], ids=m_ids[i:i + 512], payloads=m_payloads[i:i + 512])
+    out["mem0_insert_s"] = time.perf_counter() - t
+    if findings is not None:  # what Ingestor.ingest_chunks does after its writes: risk findings, the deal's BM25 index
+        t = time.perf_counter()
+        findings.compute(texts, entities)
+        ingestor.save_lexical(texts[0][0])
+        out["precompute_s"] = time.perf_counter() - t
+    return out
+
+
+def drop_deal(store: Any, deal_id: str) -> None:
+    """Remove a deal written by :func:`write_deal` from the store again (benchmark only: the product deletes nothing):
+    its vector points, its Mem0 memories (registrations and the audit entries its calls wrote), its findings rows and
+    BM25 index, then the views built of it."""
+    import sqlite3
+
+    import qdrant_edge as qe
+
+    from retrieval_node import lexical
+    from retrieval_node.backends.mem0_registry import deal_user_id
+    from retrieval_node.precompute import FINDINGS_DB
+
+    for holder, key, value in ((store.chunks, "deal_id", deal_id), (store.registry.memory.vector_store, "user_id", deal_user_id(deal_id))):
+        with holder._write_lock:  # noqa: SLF001 - the shard's own writers take it too
+            holder._shard.update(qe.UpdateOperation.delete_points_by_filter(qe.Filter(must=[qe.FieldCondition(key=key, match=qe.MatchValue(value=value))])))  # noqa: SLF001
+            holder._shard.flush()  # noqa: SLF001
+    conn = sqlite3.connect(store.home / FINDINGS_DB, isolation_level=None)
+    try:
+        for table in ("findings_v3", "mentions_v3", "body_tokens_v3"):
+            conn.execute(f"DELETE FROM {table} WHERE deal_id = ?", (deal_id,))
+    finally:
+        conn.close()
+    shutil.rmtree(lexical._dir(store.home, deal_id), ignore_errors=True)  # noqa: SLF001
+    store.bump([deal_id])
+
+
 def fill_store(store: Any, filler: Filler) -> dict[str, Any]:
     from mem0.utils.lemmatization import lemmatize_for_bm25
 
@@ -335,41 +410,15 @@ def fill_store(store: Any, filler: Filler) -> dict[str, Any]:
     findings = None if filler.args.no_precompute else findings_of(store)
     ingestor = Ingestor(store)
     section_counts: Counter[str] = Counter()
-    vs = store.registry.memory.vector_store
     for d in range(len(filler.deal_ids)):
-        t = time.perf_counter()
-        points: list[Any] = []
-        m_vecs: list[list[float]] = []
-        m_ids: list[str] = []
-        m_payloads: list[dict[str, Any]] = []
-        texts: list[tuple[str, str, str]] = []
-        for chunk, spans, vecs in filler.deal(d):
-            record = filler.ingestor._record(chunk, filler.now)  # noqa: SLF001 - the exact ingest record
-            texts.append((chunk.deal_id, chunk.chunk_id, chunk.content))
-            points.extend(filler.points(chunk, record, spans, vecs))
-            m_vecs.append(vecs[0].tolist())
-            m_ids.append(str(uuid.uuid4()))
-            m_payloads.append(Filler.mem0_payload(record, chunk.content, lemmatize_for_bm25))
-            section_counts[chunk.section_type.value] += 1
-            n_chunks += 1
-        points.sort(key=lambda p: p.payload["window"] == 0)  # window 0 last, as the ingest writes them
-        gen_s += time.perf_counter() - t
-        t = time.perf_counter()
-        for i in range(0, len(points), 1024):
-            store.chunks.upsert(points[i:i + 1024])
-        edge_s += time.perf_counter() - t
-        n_points += len(points)
-        t = time.perf_counter()
-        with sqlite_fsync_off(store):
-            for i in range(0, len(m_ids), 512):
-                vs.insert(vectors=m_vecs[i:i + 512], ids=m_ids[i:i + 512], payloads=m_payloads[i:i + 512])
-        mem0_s += time.perf_counter() - t
-        if findings is not None:  # what Ingestor.ingest_chunks does after its writes: risk findings, the deal's BM25 index
-            t = time.perf_counter()
-            findings.compute(texts, entities)
-            ingestor.save_lexical(filler.deal_ids[d])
-            pre_s += time.perf_counter() - t
-        del points, m_vecs, m_ids, m_payloads, texts
+        part = write_deal(store, filler, d, findings=findings, entities=entities, ingestor=ingestor, lemmatize=lemmatize_for_bm25,
+                          section_counts=section_counts)
+        gen_s += part["generate_s"]
+        edge_s += part["edge_upsert_s"]
+        mem0_s += part["mem0_insert_s"]
+        pre_s += part["precompute_s"]
+        n_chunks += part["chunks"]
+        n_points += part["vector_points"]
     t = time.perf_counter()
     store.chunks.flush()
     edge_s += time.perf_counter() - t
@@ -486,6 +535,55 @@ def measure_warm(calls: Calls, args: argparse.Namespace, deals: list[str], r: ra
             "fallback_kinds": dict(fallbacks),
         },
     }
+
+
+def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The first call on a deal written just before it (issue 18's case: an agent asks soon after the deal's ingest).
+    ``--fresh-deals`` deals of ``--chunks-per-deal`` chunks are written into the measured store one at a time, as the
+    fill writes (vectors, Mem0 registrations, risk findings, BM25 index), then one agent's first call is timed; the
+    deals are removed again afterwards (:func:`drop_deal`), so a reused store keeps its size. Embedded stores only."""
+    from mem0.utils.lemmatization import lemmatize_for_bm25
+
+    from retrieval_node.ingest import Ingestor
+    from retrieval_node.precompute import findings_of
+
+    if args.fresh_deals <= 0:
+        return {"skipped": "--fresh-deals 0"}
+    if not hasattr(store.chunks, "_shard") or not hasattr(store.registry.memory.vector_store, "_shard"):
+        return {"skipped": "fresh deals are written and removed through the embedded qdrant-edge shards only"}
+    entities = frozenset(p.entity_id for p in store.registry.all_patterns())
+    findings = None if args.no_precompute else findings_of(store)
+    ingestor = Ingestor(store)
+    calls = Calls(agent)  # its own audit ids: these entries are removed with their deals
+    agents = args.agent_list
+    rows: list[dict[str, Any]] = []
+    written: list[str] = []
+    points_before = store.chunks.count()
+    try:
+        with Phase() as phase:
+            for k in range(args.fresh_deals):
+                deal_id = fresh_deal_id(k)
+                drop_deal(store, deal_id)  # left by a run that stopped half way
+                written.append(deal_id)
+                t = time.perf_counter()
+                write_deal(store, filler, k, findings=findings, entities=entities, ingestor=ingestor, lemmatize=lemmatize_for_bm25,
+                           section_counts=Counter(), fresh=True)
+                store.chunks.flush()
+                store.bump([deal_id])
+                write_s = time.perf_counter() - t
+                name = agents[k % len(agents)]
+                ms, summary = calls(agent.intent_for(name, deal_id=deal_id))
+                rows.append({"deal": deal_id, "agent": name, "ms": round(ms, 2), "written_s": round(write_s, 2), "stages_ms": summary.latency_ms,
+                             "chunks_selected": summary.chunks_selected})
+    finally:
+        drain_audit(agent)  # the entries of these calls land before their deal is removed
+        for deal_id in written:
+            drop_deal(store, deal_id)
+    removed = store.chunks.count() == points_before and not any(store.registry.deal_records(d) for d in written)
+    return {**latency_stats([row["ms"] for row in rows]), "removed_again": removed, "other_processes_cores": phase.other_cores, "load_avg_1m": os.getloadavg()[0],
+            "stages_mean_ms": {k: round(statistics.mean(row["stages_ms"].get(k, 0.0) for row in rows), 2)
+                               for k in sorted({k for row in rows for k in row["stages_ms"]})},
+            "calls": rows}
 
 
 def measure_concurrency(calls: Calls, args: argparse.Namespace, deals: list[str], r: random.Random) -> dict[str, Any]:
@@ -873,6 +971,9 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             rss_node = peak_rss_mb()
             rss_node_now = current_rss_mb()
             rss_node_parts = rss_parts_mb()
+            if args.fresh_deals > 0:
+                print(f"[{size:,}] first calls on {args.fresh_deals} freshly written deal(s) ...", flush=True)
+            node["fresh"] = measure_fresh(store, filler, calls.agent, args)
             naive = None
             if not args.skip_naive:
                 # before the concurrent calls: they write audit memories from 10 threads at once
@@ -944,6 +1045,9 @@ def _row(res: dict[str, Any]) -> dict[str, Any]:
         "first call on a deal max (ms)": node["cold"]["max_ms"],
         "  first calls measured (deals)": len(node["cold"]["calls"]),
         "first call of another agent p50 (ms)": node.get("first_call_of_other_agents", {}).get("p50_ms"),
+        "first call on a freshly written deal p50 / max (ms)": (f"{node['fresh']['p50_ms']:,.0f} / {node['fresh']['max_ms']:,.0f}"
+                                                                 if node.get("fresh", {}).get("n") else None),
+        "  freshly written deals measured": node.get("fresh", {}).get("n"),
         "fresh-process CLI retrieve wall p50 (s)": (node.get("cli") or {}).get("wall_s_p50"),
         "fresh-process CLI retrieve wall max (s)": (node.get("cli") or {}).get("wall_s_max"),
         "  CLI loaded the model": {True: "yes", False: "no", None: "-"}[(node.get("cli") or {}).get("model_loaded_any")],

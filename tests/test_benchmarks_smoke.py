@@ -37,6 +37,9 @@ def test_retrieval_latency_smoke(tmp_path):
         assert pool["concurrency"]["concurrent_errors"] == 0
         # the first call on every deal is measured, and the fresh-process CLI answered without loading the model
         assert len(r["node"]["cold"]["calls"]) == r["fill"]["deals"] and r["fill"]["precomputed"]
+        # a deal written right before its first call is measured, and removed again (the store keeps its size)
+        fresh = r["node"]["fresh"]
+        assert fresh["n"] == 1 and fresh["calls"][0]["chunks_selected"] > 0 and fresh["removed_again"] is True
         cli = r["node"]["cli"]
         assert cli["calls"] and all(c["exit"] == 0 for c in cli["calls"]) and cli["model_loaded_any"] is False
         if sys.platform == "linux":  # the RSS split: the process's own heap and its mapped files
