@@ -481,6 +481,14 @@ def _stage_means(summaries: list[Any]) -> dict[str, float]:
     return {k: round(statistics.mean(s.latency_ms.get(k, 0.0) for s in summaries), 3) for k in keys}
 
 
+def _first_calls(rows: list[dict[str, Any]], phase: Any) -> dict[str, Any]:
+    """Latency figures of timed first calls (``ms``, ``stages_ms`` per row), the machine's load while they ran, the rows."""
+    return {**latency_stats([row["ms"] for row in rows]), "other_processes_cores": phase.other_cores, "load_avg_1m": os.getloadavg()[0],
+            "stages_mean_ms": {k: round(statistics.mean(row["stages_ms"].get(k, 0.0) for row in rows), 2)
+                               for k in sorted({k for row in rows for k in row["stages_ms"]})},
+            "calls": rows}
+
+
 def measure_warm(calls: Calls, args: argparse.Namespace, deals: list[str], r: random.Random, all_deals: list[str] | None = None) -> dict[str, Any]:
     """The first call on every deal of the store (``all_deals``: nothing of the deal is in this process yet; with
     ingest's precomputation, what a first call after ingest pays), the first call of each other agent on the measured
@@ -522,9 +530,7 @@ def measure_warm(calls: Calls, args: argparse.Namespace, deals: list[str], r: ra
             summaries.append(summary)
     fallbacks = Counter(f.split(":", 1)[0] for s in summaries for f in s.fallbacks)
     return {
-        "cold": {**latency_stats([c["ms"] for c in cold]), "other_processes_cores": cold_phase.other_cores, "load_avg_1m": os.getloadavg()[0],
-                 "stages_mean_ms": {k: round(statistics.mean(c["stages_ms"].get(k, 0.0) for c in cold), 2) for k in sorted({k for c in cold for k in c["stages_ms"]})},
-                 "calls": cold},
+        "cold": _first_calls(cold, cold_phase),
         "first_call_of_other_agents": latency_stats(first_agent),
         "warm": {**latency_stats(lat), "errors": errors, "other_processes_cores": phase.other_cores, "stages_mean_ms": _stage_means(summaries)},
         "warm_by_agent": {a: latency_stats(v) for a, v in per_agent.items()},
@@ -580,10 +586,7 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
         for deal_id in written:
             drop_deal(store, deal_id)
     removed = store.chunks.count() == points_before and not any(store.registry.deal_records(d) for d in written)
-    return {**latency_stats([row["ms"] for row in rows]), "removed_again": removed, "other_processes_cores": phase.other_cores, "load_avg_1m": os.getloadavg()[0],
-            "stages_mean_ms": {k: round(statistics.mean(row["stages_ms"].get(k, 0.0) for row in rows), 2)
-                               for k in sorted({k for row in rows for k in row["stages_ms"]})},
-            "calls": rows}
+    return {**_first_calls(rows, phase), "removed_again": removed}
 
 
 def measure_concurrency(calls: Calls, args: argparse.Namespace, deals: list[str], r: random.Random) -> dict[str, Any]:
