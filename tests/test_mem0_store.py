@@ -85,6 +85,46 @@ def test_registry_listing_reads_what_mem0_get_all_lists(registry, embedder):
         assert r.content.startswith("deal E chunk ") and r.zones == ("instruments_register",) and r.ocr_confidence == 0.9
 
 
+@pytest.mark.parametrize("damage", ["text_not_a_string", "field_missing"])
+def test_a_malformed_registry_record_is_an_error_not_a_listed_chunk(registry, embedder, damage):
+    """A registration whose payload lacks a field the record needs, or whose text is not a string, fails the listing
+    (as ``get_all``'s formatting did): ingest must not count such a chunk as registered."""
+    vec = embedder.embed(["chunk"])[0]
+    mid = registry.register_chunk(_record("D-M", 1), "deal M chunk 1", vec)
+    vs = registry.memory.vector_store
+    payload = dict(vs.get(mid).payload)
+    if damage == "text_not_a_string":
+        payload["data"] = 5  # (None is dropped by qdrant-client: a missing text is listed as empty by get_all too)
+    else:
+        del payload["page_start"]
+    vs.update(mid, vector=[float(x) for x in vec], payload=payload)  # a whole rewrite (a payload-only update merges)
+    with pytest.raises(BackendError, match="malformed"):
+        registry.deal_records("D-M")
+
+
+def test_the_listing_applies_mem0s_own_rules() -> None:
+    """The registry lists without ``Memory.get_all`` but by its rules: which memories have expired, which scope ids are
+    refused. Compared with Mem0's own functions (private in mem0 2.2: if a release renames or changes them, this test
+    is the signal to look again)."""
+    from mem0.memory import main as mem0_main
+
+    from retrieval_node.backends.mem0_registry import _entity_id, _expired
+
+    for value in ("2000-01-01", "2999-12-31", "", None, "not a date", "2026-13-45", 20260101, "2026-11-24"):
+        assert _expired({"expiration_date": value}) == mem0_main._payload_is_expired({"expiration_date": value}), value
+    assert _expired({}) == mem0_main._payload_is_expired({})
+    for value in ("conv-2026-A-1", " conv-x ", "conv x", "", "   ", "a\tb", 42, "conv-\u00e9"):
+        try:
+            ours: object = _entity_id(value, "user_id")
+        except ValueError:
+            ours = ValueError
+        try:
+            theirs: object = mem0_main._validate_and_trim_entity_id(value, "user_id")
+        except ValueError:
+            theirs = ValueError
+        assert ours == theirs, value
+
+
 def test_audit_patterns_search_update_delete_through_mem0(registry, embedder):
     aid = registry.add_audit("D-A", "Retrieval aud_1 for investigator", {"audit_id": "aud_1", "chunks_selected": 3})
     registry.add_audit("D-B", "Retrieval aud_2 for tax", {"audit_id": "aud_2", "chunks_selected": 1})

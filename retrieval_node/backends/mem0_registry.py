@@ -390,7 +390,8 @@ class Mem0Registry:
         vector store (``VectorStoreBase.list``, the call ``get_all`` makes, with the same filters), expired memories
         left out as ``get_all`` leaves them, without ``get_all``'s per-memory formatting into a dict that moves each
         payload key to its place (~60 ms of a 2,000-chunk deal's listing, half of it). The payload is what Mem0
-        stored: the memory text under ``data``, the metadata beside it."""
+        stored: the memory text under ``data``, the metadata beside it. The limit is checked before expired memories
+        are left out (``get_all`` cut its answer there silently; this refuses it)."""
         self.stats.hit(op)
         try:
             scoped = {**filters, **{k: _entity_id(filters[k], k) for k in ("user_id", "agent_id", "run_id") if k in filters}}
@@ -453,7 +454,13 @@ def _expired(payload: dict[str, Any]) -> bool:
 
 
 def _registry_record(memory_id: str, m: dict[str, Any]) -> RegistryRecord:
-    """A chunk registry memory's payload (the metadata register_chunk wrote, the text under ``data``) as a record."""
+    """A chunk registry memory's payload (the metadata register_chunk wrote, the text under ``data``) as a record;
+    a payload without a field the record needs, or whose text is not a string (``get_all``'s ``MemoryItem`` refused
+    it), is an error: ingest must not count such a chunk as registered."""
+    text = m.get("data", "")
+    if not isinstance(text, str):
+        raise BackendError(f"Mem0 registry record {memory_id} is malformed (its text is a {type(text).__name__}, not a string); "
+                           "re-ingest the deal")
     try:
         return RegistryRecord(
             memory_id=memory_id,
@@ -472,7 +479,7 @@ def _registry_record(memory_id: str, m: dict[str, Any]) -> RegistryRecord:
             sensitivity=m.get("sensitivity", "confidential"),
             document_created_at=m.get("document_created_at"),
             ingested_at=m["ingested_at"],
-            content=str(m.get("data", "")),
+            content=text,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BackendError(f"Mem0 registry record {memory_id} is malformed ({exc!r}); re-ingest the deal") from exc
