@@ -43,6 +43,7 @@ import orjson
 from . import risk
 from . import models
 from .config import NodeConfig, RiskLexicon
+from .errors import BackendError
 from .models import quoted_body, sha256_hex
 from .query_cache import owner_only_sqlite
 from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, mentioned_entities, risk_signal
@@ -207,14 +208,15 @@ class ChunkFindings:
         with self._lock:
             if self._conn is None:
                 return {part: set(chunks) for part in PARTS}
-            per: dict[str, int] = dict(self._conn.execute(
-                "SELECT chunk_id, COUNT(*) FROM findings_v3 WHERE fingerprint = ? AND deal_id = ? GROUP BY chunk_id",
-                (self.fingerprint, deal_id)).fetchall())
+            keys = sorted({s.key for s in self.settings})
+            per: dict[str, int] = dict(self._conn.execute(  # rows of a setting no profile reads any more do not count
+                f"SELECT chunk_id, COUNT(*) FROM findings_v3 WHERE fingerprint = ? AND deal_id = ? AND setting IN ({', '.join('?' * len(keys))}) "
+                "GROUP BY chunk_id", (self.fingerprint, deal_id, *keys)).fetchall())
             bodies = dict(self._conn.execute("SELECT chunk_id, content_hash FROM body_tokens_v3 WHERE form = ? AND deal_id = ?",
                                              (self.body_form, deal_id)).fetchall())
             named = {r[0] for r in self._conn.execute("SELECT chunk_id FROM mentions_v3 WHERE fingerprint = ? AND deal_id = ?",
                                                       (self.mentions_fingerprint(entities), deal_id)).fetchall()} if entities else None
-        want = len(self.settings)
+        want = len({s.key for s in self.settings})
         out = {"findings": {cid for cid in chunks if per.get(cid, 0) < want},
                "bodies": {cid for cid, h in chunks.items() if bodies.get(cid) != h},
                "mentions": {cid for cid in chunks if cid not in named} if named is not None else set()}
@@ -278,14 +280,20 @@ class ChunkFindings:
             conn = self._conn
             if conn is None:
                 return 0
-            have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            legacy = [t for t in _LEGACY if t in have]
-            if not legacy:
-                return 0
             conn.create_function("short_key", 1, _short_key, deterministic=True)
-            copied = 0
-            conn.execute("BEGIN")
+            busy = (f"{self.path}: the older findings tables cannot be moved now: another program has the file open; run "
+                    "precompute again when it is closed (nothing was changed)")
             try:
+                conn.execute("BEGIN IMMEDIATE")  # the write lock first: the tables seen are the tables moved
+            except sqlite3.OperationalError as exc:
+                raise BackendError(f"{busy} ({exc})") from exc
+            copied = 0
+            try:
+                have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                legacy = [t for t in _LEGACY if t in have]
+                if not legacy:
+                    conn.execute("ROLLBACK")
+                    return 0
                 if "findings" in have:
                     copied = conn.execute("INSERT OR IGNORE INTO findings_v3 SELECT fingerprint, deal_id, chunk_id, short_key(setting), "
                                           "material, signal, spans FROM findings WHERE fingerprint = ?", (self.fingerprint,)).rowcount
@@ -297,8 +305,13 @@ class ChunkFindings:
                 for t in legacy:
                     conn.execute(f"DROP TABLE {t}")
                 conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:  # the commit waited for a reader in vain
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise BackendError(f"{busy} ({exc})") from exc
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
             _give_space_back(conn, self.path)
             return max(copied, 0)
@@ -312,8 +325,9 @@ class ChunkFindings:
 
 def _give_space_back(conn: sqlite3.Connection, path: Path) -> None:
     """``VACUUM`` the file when more than half of its pages are free (rows of other rules deleted, an older layout's
-    tables dropped). Another process reading the file (a running service) can keep it from running: said in the log,
-    tried again by the next ``precompute``; the rows are all in place either way."""
+    tables dropped; it needs free disk about the file's size while it runs). Another program reading the file (a
+    ``sqlite3`` shell, a backup: an open store holds the store's lock) can keep it from running: said in the log, tried
+    again by the next ``precompute``; the rows are all in place either way."""
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     free = conn.execute("PRAGMA freelist_count").fetchone()[0]
     if not pages or free * 2 <= pages:

@@ -317,6 +317,58 @@ def test_precompute_moves_an_older_findings_file_into_its_layout_without_computi
         conn.close()
 
 
+def test_findings_of_a_setting_no_profile_reads_do_not_stand_in_for_a_new_one(ingested: Path, node_config) -> None:
+    """A profile now reading risk over other domains has a new setting: its findings are missing until computed,
+    whatever rows the setting it replaced left under the same rules."""
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings, risk_settings
+
+    condo = node_config.agents["condo"]
+    domains = sorted({*condo.risk_domains, "closing"} if condo.risk_domains else {"closing"})
+    edited = node_config.model_copy(update={"agents": {**node_config.agents, "condo": condo.model_copy(update={"risk_domains": domains})}})
+    assert {s.key for s in risk_settings(edited)} - {s.key for s in risk_settings(node_config)}  # a setting no row is filed under
+    with Store.open(ingested, config=node_config) as st:
+        hashes = {r.chunk_id: r.content_hash for r in st.registry.deal_records(DEAL)}
+    found = ChunkFindings(ingested / FINDINGS_DB, edited)
+    try:
+        assert found.fingerprint == ChunkFindings(ingested / FINDINGS_DB, node_config).fingerprint  # same rules, same lexicon
+        assert found.missing(DEAL, hashes).get("findings") == set(hashes)
+    finally:
+        found.close()
+
+
+def test_moving_an_older_findings_file_waits_for_no_other_program(ingested: Path, tmp_path: Path, node_config) -> None:
+    """While another program reads the findings file, moving its older tables is refused with an error that says so
+    and changes nothing; once it is closed, the move runs."""
+    import sqlite3
+
+    from retrieval_node.errors import BackendError
+    from retrieval_node.precompute import FINDINGS_DB, ChunkFindings
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    found = ChunkFindings(home / FINDINGS_DB, node_config)
+    try:
+        written = found.deal(DEAL)
+    finally:
+        found.close()
+    _to_older_layout(home / FINDINGS_DB, node_config)
+    moving = ChunkFindings(home / FINDINGS_DB, node_config)
+    reader = sqlite3.connect(home / FINDINGS_DB, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT COUNT(*) FROM findings").fetchone()[0] > 0  # holds the file open for reading
+    try:
+        moving._conn.execute("PRAGMA busy_timeout = 100")  # the test does not wait SQLite's default 5 s
+        with pytest.raises(BackendError, match="another program has the file open"):
+            moving.migrate()
+        assert moving.deal(DEAL) == {}  # nothing moved
+        reader.execute("COMMIT")
+        reader.close()
+        assert moving.migrate() > 0
+        assert moving.deal(DEAL) == written
+    finally:
+        moving.close()
+
+
 def test_space_is_given_back_when_no_reader_holds_the_findings_file(tmp_path: Path, caplog) -> None:
     """A findings file mostly free pages (rows deleted) is vacuumed; while another connection reads it the vacuum
     cannot run: the rows stay, the log says so, and the next try gives the space back."""
