@@ -547,7 +547,11 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
     """The first call on a deal written just before it (issue 18's case: an agent asks soon after the deal's ingest).
     ``--fresh-deals`` deals of ``--chunks-per-deal`` chunks are written into the measured store one at a time, as the
     fill writes (vectors, Mem0 registrations, risk findings, BM25 index), then one agent's first call is timed; the
-    deals are removed again afterwards (:func:`drop_deal`), so a reused store keeps its size. Embedded stores only."""
+    deals are removed again afterwards (:func:`drop_deal`), so a reused store keeps its size (``removed_again``: both
+    shards hold as many points as before, the audit entries of these calls were written before the removal). Their
+    audit snapshot files and Mem0 history rows stay (replaying those audits fails: their Mem0 entries are gone). The
+    points written count toward the shards' compaction at close, as after an ingest: the store is closed in its
+    compacted layout again. Embedded stores only."""
     from mem0.utils.lemmatization import lemmatize_for_bm25
 
     from retrieval_node.ingest import Ingestor
@@ -564,7 +568,9 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
     agents = args.agent_list
     rows: list[dict[str, Any]] = []
     written: list[str] = []
-    points_before = store.chunks.count()
+    vs = store.registry.memory.vector_store
+    counts_before = (store.chunks.count(), vs.count())
+    drained: dict[str, Any] = {}
     try:
         with Phase() as phase:
             for k in range(args.fresh_deals):
@@ -582,10 +588,12 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
                 rows.append({"deal": deal_id, "agent": name, "ms": round(ms, 2), "written_s": round(write_s, 2), "stages_ms": summary.latency_ms,
                              "chunks_selected": summary.chunks_selected})
     finally:
-        drain_audit(agent)  # the entries of these calls land before their deal is removed
+        drained = drain_audit(agent)  # the entries of these calls land before their deal is removed
         for deal_id in written:
             drop_deal(store, deal_id)
-    removed = store.chunks.count() == points_before and not any(store.registry.deal_records(d) for d in written)
+            agent.pipeline.deals.invalidate(deal_id)  # its view goes now, not when the cache is full
+    removed = (drained.get("drained") is True and (store.chunks.count(), vs.count()) == counts_before
+               and not any(store.registry.deal_records(d) for d in written))
     return {**_first_calls(rows, phase), "removed_again": removed}
 
 
@@ -974,9 +982,6 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             rss_node = peak_rss_mb()
             rss_node_now = current_rss_mb()
             rss_node_parts = rss_parts_mb()
-            if args.fresh_deals > 0:
-                print(f"[{size:,}] first calls on {args.fresh_deals} freshly written deal(s) ...", flush=True)
-            node["fresh"] = measure_fresh(store, filler, calls.agent, args)
             naive = None
             if not args.skip_naive:
                 # before the concurrent calls: they write audit memories from 10 threads at once
@@ -984,6 +989,9 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
                 node["audit_after_warm"] = drain_audit(calls.agent)  # nothing may write to Mem0 during the naive calls
                 naive = measure_naive(store, filler, args, deals, r)
                 gc.collect()
+            if args.fresh_deals > 0:  # after the warm calls' audit backlog was measured, before the concurrency check
+                print(f"[{size:,}] first calls on {args.fresh_deals} freshly written deal(s) ...", flush=True)
+            node["fresh"] = measure_fresh(store, filler, calls.agent, args)
             sizes = dict(zip(filler.deal_ids, filler.deal_sizes, strict=True))
             integrity_before = check_integrity(store, calls, deals[0], sizes[deals[0]])
             print(f"[{size:,}] concurrency ...", flush=True)
