@@ -374,7 +374,7 @@ def drop_deal(store: Any, deal_id: str) -> None:
 
     from retrieval_node import lexical
     from retrieval_node.backends.mem0_registry import deal_user_id
-    from retrieval_node.precompute import FINDINGS_DB
+    from retrieval_node.precompute import _TABLES, FINDINGS_DB
 
     for holder, key, value in ((store.chunks, "deal_id", deal_id), (store.registry.memory.vector_store, "user_id", deal_user_id(deal_id))):
         with holder._write_lock:  # noqa: SLF001 - the shard's own writers take it too
@@ -382,7 +382,7 @@ def drop_deal(store: Any, deal_id: str) -> None:
             holder._shard.flush()  # noqa: SLF001
     conn = sqlite3.connect(store.home / FINDINGS_DB, isolation_level=None)
     try:
-        for table in ("findings_v3", "mentions_v3", "body_tokens_v3"):
+        for table in _TABLES:  # the findings file's tables, as precompute defines them
             conn.execute(f"DELETE FROM {table} WHERE deal_id = ?", (deal_id,))
     finally:
         conn.close()

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -36,10 +36,10 @@ warnings.filterwarnings("ignore", message="Payload indexes have no effect in the
 
 _NAMESPACE = uuid.UUID("7b6f1d7e-4c55-4b8c-9a0e-2f0a3c1d5e61")
 
-#: Payload fields with a keyword index in both implementations.
 #: point ids per request of :meth:`present` (a deal view asks for every chunk of its deal)
 PRESENT_BATCH = 1024
 
+#: Payload fields with a keyword index in both implementations.
 INDEXED_FIELDS = ("deal_id", "chunk_id", "section_type", "document_role")
 
 
@@ -62,8 +62,7 @@ _V5_SET = (0x8000 << 48) | (5 << 76)
 def point_int(chunk_id: str, window: int) -> int:
     """``point_uuid(chunk_id, window).int`` without building the UUID (a deal view maps every window of its deal this
     way: uuid5's object costs 4x the hash)."""
-    digest = hashlib.sha1(_NAMESPACE_BYTES + f"{chunk_id}:{window}".encode()).digest()
-    return (int.from_bytes(digest[:16], "big") & _V5_CLEAR) | _V5_SET
+    return _v5_int(hashlib.sha1(_NAMESPACE_BYTES + f"{chunk_id}:{window}".encode()).digest())
 
 
 def point_ints(chunk_id: str, windows: int) -> list[int]:
@@ -73,8 +72,19 @@ def point_ints(chunk_id: str, windows: int) -> list[int]:
     for w in range(windows):
         h = base.copy()
         h.update(str(w).encode())
-        out.append((int.from_bytes(h.digest()[:16], "big") & _V5_CLEAR) | _V5_SET)
+        out.append(_v5_int(h.digest()))
     return out
+
+
+def _v5_int(digest: bytes) -> int:
+    """The integer of the version-5 UUID whose name hashed to ``digest`` (SHA-1)."""
+    return (int.from_bytes(digest[:16], "big") & _V5_CLEAR) | _V5_SET
+
+
+def _batches(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    """``ids`` in slices of :data:`PRESENT_BATCH`."""
+    for i in range(0, len(ids), PRESENT_BATCH):
+        yield ids[i:i + PRESENT_BATCH]
 
 
 def uuid_text(value: int) -> str:
@@ -114,8 +124,8 @@ class DerivedSearch:
         """:meth:`~retrieval_node.ports.ChunkSearch.present` from the points' ``deal_id`` payload field (an index that
         can filter by id and field without reading payloads answers it faster)."""
         found: set[str] = set()
-        for i in range(0, len(point_ids), PRESENT_BATCH):
-            found.update(pid for pid, p in self.payloads(point_ids[i:i + PRESENT_BATCH], ("deal_id",)).items() if p.get("deal_id") == deal_id)
+        for ids in _batches(point_ids):
+            found.update(pid for pid, p in self.payloads(ids, ("deal_id",)).items() if p.get("deal_id") == deal_id)
         return found
 
     def search_points(self, vector: np.ndarray, scope: SearchScope, limit: int) -> list[tuple[uuid.UUID, float]]:
@@ -403,8 +413,7 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
 
         found: set[str] = set()
         try:
-            for i in range(0, len(point_ids), PRESENT_BATCH):
-                ids = point_ids[i:i + PRESENT_BATCH]
+            for ids in _batches(point_ids):
                 flt = qe.Filter(must=[qe.HasIdCondition(set(ids)), qe.FieldCondition(key="deal_id", match=qe.MatchValue(value=deal_id))])
                 records, _ = self._shard.scroll(qe.ScrollRequest(limit=len(ids), filter=flt, with_payload=False, with_vector=False))
                 found.update(str(r.id) for r in records)
@@ -519,9 +528,8 @@ class QdrantChunkIndex(DerivedSearch):
         from qdrant_client import models as qm
 
         found: set[str] = set()
-        for i in range(0, len(point_ids), PRESENT_BATCH):
-            ids = list(point_ids[i:i + PRESENT_BATCH])
-            flt = qm.Filter(must=[qm.HasIdCondition(has_id=ids), qm.FieldCondition(key="deal_id", match=qm.MatchValue(value=deal_id))])
+        for ids in _batches(point_ids):
+            flt = qm.Filter(must=[qm.HasIdCondition(has_id=list(ids)), qm.FieldCondition(key="deal_id", match=qm.MatchValue(value=deal_id))])
             records, _ = self._call("scroll", lambda f=flt, n=len(ids): self._client.scroll(self.collection, scroll_filter=f, limit=n, with_payload=False, with_vectors=False))
             found.update(str(r.id) for r in records)
         return found
