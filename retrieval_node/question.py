@@ -137,7 +137,11 @@ def minmax(x: np.ndarray) -> np.ndarray:
 
 
 _HEADING = re.compile(r"(?:Section|SECTION|ARTICLE|Article)\s+[\dIVX]+(?:\.\d+)*\.?\s+([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})")
-_ARTICLE = re.compile(r"(?:(?:ARTICLE|Article)\s+[\dIVX]+\.?\s+|(?:^|\n)[ \t]*\d{1,2}\.[ \t]+)([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})")
+_ARTICLE = re.compile(
+    r"(?:(?:ARTICLE|Article)\s+[\dIVX]+\.?\s+|(?:^|\n)[ \t]*\d{1,2}\.[ \t]+"
+    r"|(?:ANNEX|EXHIBIT|SCHEDULE|APPENDIX|(?:(?<=\n)|^)[ \t]*(?:Annex|Exhibit|Schedule|Appendix))[ \t]+[\"'“‘]?[A-Z0-9IVX]{1,4}[\"'”’]?[ \t]*[-–—:.]?\s+)"
+    r"([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})"
+)
 _SECTION = re.compile(r"(?:(?:Section|SECTION)\s+|(?:^|\n|[ \t]{3,})[ \t]*)(\d{1,2}\.\d{1,2}[a-z]?)\.?[ \t]+([A-Z“\"][^\n.]{2,100}?)(?:\.\s|\n|[ \t]{3,})")
 _SMALL_WORDS = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "of", "on", "or", "the", "to", "with", "upon", "under", "pending", "prior"}
 
@@ -161,10 +165,18 @@ def _title_like(title: str) -> bool:
     return bool(words) and len(words) <= 12 and sum(w[0].isupper() for w in words) >= 0.75 * len(words)
 
 
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
 def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
     """For each chunk start, "<article title> / <section title>" of the title-case headings at or before it."""
     arts = [(m.start(), m.group(1).strip()) for m in _ARTICLE.finditer(text) if _title_like(m.group(1))]
-    secs = [(m.start(2) if m.group(2) else m.start(), m.group(2).strip()) for m in _SECTION.finditer(text) if _title_like(m.group(2))]
+    # a section starts where its heading's text starts (the match may begin on the whitespace before it): a chunk that
+    # opens with "Section 6.2 Filings." sits under 6.2, not under the section before it
+    secs = [(_skip_space(text, m.start()), m.group(2).strip()) for m in _SECTION.finditer(text) if _title_like(m.group(2))]
     apos = [p for p, _t in arts]
     spos = [p for p, _t in secs]
     out = []

@@ -403,3 +403,74 @@ def test_unrouted_question_weighs_the_documents_its_names_point_at(deal, store, 
         assert plain.scored[0].chunk.document_id != a or plain.scored[1].chunk.document_id != a
     finally:
         stage.settings = saved
+
+
+def test_annex_exhibit_and_schedule_titles_open_a_top_level_section():
+    """A schedule or annex at the back of an agreement is a section of its own: its chunks sit under its title, not
+    under the last article before it (a heading boost must reach them); a reference in running text opens nothing."""
+    from retrieval_node.question import heading_paths
+
+    text = ("ARTICLE 9\nGENERAL MATTERS\n9.4 Notices. Notices go to the addresses on the signature page.\n"
+            "SCHEDULE B CONDITIONS OF SALE\nThe Buyer's obligation to complete is subject to financing approval.\n"
+            "Those conditions are listed in Exhibit C to the listing agreement. The Seller keeps the chattels.\n"
+            "Schedule \"A\" – Legal Description\nPlan 0412345, Block 7, Lot 22, excepting mines and minerals.\n")
+    starts = [text.index("Notices go"), text.index("The Buyer's"), text.index("Those conditions"), text.index("The Seller keeps"),
+              text.index("Plan 0412345")]
+    paths = heading_paths(text, starts)
+    assert paths[0].startswith("GENERAL MATTERS")
+    assert paths[1].startswith("CONDITIONS OF SALE") and paths[2].startswith("CONDITIONS OF SALE")
+    assert paths[3].startswith("CONDITIONS OF SALE")  # "in Exhibit C to ..." is a reference, not a heading
+    assert paths[4].startswith("Legal Description")
+
+
+def test_a_chunk_that_opens_with_its_section_heading_sits_under_that_section():
+    from retrieval_node.question import heading_paths
+
+    text = ("ARTICLE 6 COVENANTS\nSection 6.1 Operation. The Vendor runs the hotel as usual until Closing.\n"
+            "Section 6.2 Regulatory Filings. Each party files its notification within ten days.\n"
+            "6.3 Employees. The Purchaser offers employment to the staff.")
+    starts = [0, text.index("Section 6.2"), text.index("6.3 Employees"), text.index("The Purchaser")]
+    assert heading_paths(text, starts) == ["COVENANTS / ", "COVENANTS / Regulatory Filings", "COVENANTS / Employees",
+                                           "COVENANTS / Employees"]
+
+
+def test_regulatory_approvals_question_finds_the_condition_and_the_covenant_to_obtain_them(deal, store, make_chunk, tmp_path):
+    """Regulatory approvals are both a closing condition and the parties' covenant to seek them (filings, efforts):
+    a question on them ranks the condition first and the covenant ahead of a representation that merely mentions the
+    filing, of the other covenants and of the conditions on other matters (configs/glossary.yaml)."""
+    from retrieval_node.ingest import Ingestor
+
+    doc = f"{DEAL}/asset_purchase_agreement.pdf"
+    pages = [
+        "ARTICLE 4 REPRESENTATIONS\nSection 4.5 No Conflicts. Signing this agreement needs no consent, approval or filing with any "
+        "Governmental Authority other than a notification under the Competition Act.",
+        "Section 4.6 Litigation. No claim is pending or threatened against the Vendor that would affect the hotel.",
+        "ARTICLE 6 COVENANTS\nSection 6.1 Operation of the Business. Until Closing the Vendor shall run the hotel in the usual way "
+        "and shall not sell equipment outside the ordinary course.",
+        "Section 6.2 Competition Act Filings. Each party shall, within ten days, file the notifications the Competition Act requires "
+        "and shall use its commercially reasonable efforts to obtain the clearance of the Commissioner as soon as practicable, "
+        "answering every request for information promptly.",
+        "Section 6.3 Employees. The Purchaser shall offer employment to the hotel staff on terms no less favourable overall.",
+        "ARTICLE 7 CONDITIONS OF CLOSING\nSection 7.1 Conditions of Each Party. (a) Competition Approval. The Commissioner shall have "
+        "issued an advance ruling certificate or the waiting period shall have expired.",
+        "(b) Shareholder Vote. The shareholders of the Vendor shall have approved the sale by special resolution.",
+        "(c) Financing. The Purchaser's lender shall have advanced the acquisition loan on the terms of the commitment letter.",
+        "(d) Title. The Vendor shall deliver title to the lands free of every encumbrance except those permitted.",
+    ]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "apa.jsonl", [
+        make_chunk(t, deal_id=DEAL, document_id=doc, role="OTHER", section="GENERAL", page=i) for i, t in enumerate(pages, 1)])])
+    question = "Consider the asset purchase agreement; where are the regulatory approvals dealt with?"
+    ranking = deal.rank_question(DEAL, question)
+    assert "regulatory_approvals" in " ".join(ranking.notes)
+    top = [s.chunk.content for s in ranking.scored]
+    assert top[0] == pages[5]
+    assert all(top.index(pages[3]) < top.index(pages[k]) for k in (0, 1, 2, 4, 7, 8))
+    glossary = deal.config.glossary
+    shipped = glossary.concepts["regulatory_approvals"]
+    condition_only = shipped.model_copy(update={"clauses": shipped.clauses[:1], "headings": ["conditions of", "conditions to"]})
+    glossary.concepts["regulatory_approvals"] = condition_only
+    try:  # a concept that knows only the condition leaves the covenant behind the representation
+        narrow = [s.chunk.content for s in deal.rank_question(DEAL, question).scored]
+        assert narrow.index(pages[3]) > narrow.index(pages[0])
+    finally:
+        glossary.concepts["regulatory_approvals"] = shipped
