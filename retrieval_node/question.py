@@ -19,7 +19,9 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    chunks defining a quoted term (“Knowledge” means ..., also “Company Knowledge” or “Knowledge of the Seller”: the
    term with up to three more words) gain ``DEFINE_BOOST``, and the chunks a long definition runs on into (until the
    next definition or a section heading starts, at most ``DEFINE_REACH``) gain ``DEFINE_CONTINUE`` x that boost;
-   chunks under a section title of a matched concept gain the glossary's ``heading_boost``; neighbour smoothing
+   chunks under a section title of a matched concept gain the glossary's ``heading_boost`` (an article's or section's
+   title, or an annex's, exhibit's, schedule's or appendix's: a chunk that opens with a heading sits under it); a
+   concept marked ``leads`` (the consequences of a breach) replaces the other concepts named; neighbour smoothing
    ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in reading order (answers run over consecutive chunks); table-of-contents
    chunks last. Unrouted, the same over the whole deal (dense top windows of the deal, deal-wide BM25, one
    normalisation unit), plus **document evidence**: a chunk gains ``DOCUMENT_WEIGHT`` x its document's match of the
@@ -531,6 +533,9 @@ class QuestionStage:
             prior = dict(zip(ids_, router.evidence(q.text if not st.routing else (q.hint or q.text)).tolist(), strict=True))
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
         concepts = [self.config.glossary.concepts[c] for c in q.concepts]
+        # a concept that asks about another (what follows a breach of it) leads: the answer is drafted in its language and
+        # sits under its headings; the clause it asks about is named by the question's own words, its vocabulary adds nothing
+        concepts = [c for c in concepts if c.leads] or concepts
         if concepts:
             notes.append(f"question_glossary: {', '.join(q.concepts)}")
         t2 = time.perf_counter()

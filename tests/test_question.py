@@ -474,3 +474,33 @@ def test_regulatory_approvals_question_finds_the_condition_and_the_covenant_to_o
         assert narrow.index(pages[3]) > narrow.index(pages[0])
     finally:
         glossary.concepts["regulatory_approvals"] = shipped
+
+
+def test_a_question_on_a_breach_asks_for_its_consequences(deal, store, make_chunk, tmp_path):
+    """"What happens if the Buyer breaches the deposit clause?" asks for what follows a breach (the default clause:
+    termination, forfeiture, remedies), not only for the clause breached: the default clause that names the deposit
+    ranks first, ahead of the deposit clause itself (configs/glossary.yaml, `breach_consequences`)."""
+    from retrieval_node.ingest import Ingestor
+
+    doc = f"{DEAL}/acreage_purchase_contract.pdf"
+    pages = [
+        "3. Deposit. The Buyer shall pay a deposit of $40,000 to the Seller's brokerage within three Banking Days of acceptance, "
+        "held in trust and credited to the Purchase Price on Completion.",
+        "4. Possession. The Seller gives vacant possession of the house and outbuildings at noon on the Completion Day.",
+        "5. Water Well. The Seller shall deliver a water potability test dated within thirty days before Completion.",
+        "11. Default. If the Buyer fails to pay the deposit when due or fails to complete, the Seller may end this contract by "
+        "notice, keep the deposit as liquidated damages and claim any further loss.",
+        "12. Notices. Any notice is given in writing to the brokerage named for the party receiving it.",
+    ]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "acreage.jsonl", [
+        make_chunk(t, deal_id=DEAL, document_id=doc, role="PURCHASE_AGREEMENT", section="GENERAL", page=i) for i, t in enumerate(pages, 1)])])
+    question = "Consider the acreage purchase contract; what happens if the Buyer is in breach of the deposit clause?"
+    ranking = deal.rank_question(DEAL, question)
+    assert "breach_consequences" in " ".join(ranking.notes)
+    assert ranking.scored[0].chunk.content == pages[3]
+    glossary = deal.config.glossary
+    concept = glossary.concepts.pop("breach_consequences")
+    try:  # without the concept the question is about the deposit clause alone
+        assert deal.rank_question(DEAL, question).scored[0].chunk.content == pages[0]
+    finally:
+        glossary.concepts["breach_consequences"] = concept
