@@ -5,6 +5,7 @@ Real MiniLM, Qdrant, Mem0 and tiktoken; the deal's text is written for these tes
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -438,8 +439,6 @@ def test_regulatory_approvals_question_finds_the_condition_and_the_covenant_to_o
     """Regulatory approvals are both a closing condition and the parties' covenant to seek them (filings, efforts):
     a question on them ranks the condition first and the covenant ahead of a representation that merely mentions the
     filing, of the other covenants and of the conditions on other matters (configs/glossary.yaml)."""
-    from retrieval_node.ingest import Ingestor
-
     doc = f"{DEAL}/asset_purchase_agreement.pdf"
     pages = [
         "ARTICLE 4 REPRESENTATIONS\nSection 4.5 No Conflicts. Signing this agreement needs no consent, approval or filing with any "
@@ -457,31 +456,25 @@ def test_regulatory_approvals_question_finds_the_condition_and_the_covenant_to_o
         "(c) Financing. The Purchaser's lender shall have advanced the acquisition loan on the terms of the commitment letter.",
         "(d) Title. The Vendor shall deliver title to the lands free of every encumbrance except those permitted.",
     ]
-    Ingestor(store).ingest([write_jsonl(tmp_path / "apa.jsonl", [
-        make_chunk(t, deal_id=DEAL, document_id=doc, role="OTHER", section="GENERAL", page=i) for i, t in enumerate(pages, 1)])])
+    _add_document(store, make_chunk, tmp_path, doc, pages)
     question = "Consider the asset purchase agreement; where are the regulatory approvals dealt with?"
     ranking = deal.rank_question(DEAL, question)
     assert "regulatory_approvals" in " ".join(ranking.notes)
     top = [s.chunk.content for s in ranking.scored]
     assert top[0] == pages[5]
     assert all(top.index(pages[3]) < top.index(pages[k]) for k in (0, 1, 2, 4, 7, 8))
-    glossary = deal.config.glossary
-    shipped = glossary.concepts["regulatory_approvals"]
-    condition_only = shipped.model_copy(update={"clauses": shipped.clauses[:1], "headings": ["conditions of", "conditions to"]})
-    glossary.concepts["regulatory_approvals"] = condition_only
-    try:  # a concept that knows only the condition leaves the covenant behind the representation
+    shipped = deal.config.glossary.concepts["regulatory_approvals"]
+    with _concept(deal, "regulatory_approvals", shipped.model_copy(update={"clauses": shipped.clauses[:1],
+                                                                          "headings": ["conditions of", "conditions to"]})):
+        # a concept that knows only the condition leaves the covenant behind the representation
         narrow = [s.chunk.content for s in deal.rank_question(DEAL, question).scored]
-        assert narrow.index(pages[3]) > narrow.index(pages[0])
-    finally:
-        glossary.concepts["regulatory_approvals"] = shipped
+    assert narrow.index(pages[3]) > narrow.index(pages[0])
 
 
 def test_a_question_on_a_breach_asks_for_its_consequences(deal, store, make_chunk, tmp_path):
     """"What happens if the Buyer breaches the deposit clause?" asks for what follows a breach (the default clause:
     termination, forfeiture, remedies), not only for the clause breached: the default clause that names the deposit
     ranks first, ahead of the deposit clause itself (configs/glossary.yaml, `breach_consequences`)."""
-    from retrieval_node.ingest import Ingestor
-
     doc = f"{DEAL}/acreage_purchase_contract.pdf"
     pages = [
         "3. Deposit. The Buyer shall pay a deposit of $40,000 to the Seller's brokerage within three Banking Days of acceptance, "
@@ -492,15 +485,31 @@ def test_a_question_on_a_breach_asks_for_its_consequences(deal, store, make_chun
         "notice, keep the deposit as liquidated damages and claim any further loss.",
         "12. Notices. Any notice is given in writing to the brokerage named for the party receiving it.",
     ]
-    Ingestor(store).ingest([write_jsonl(tmp_path / "acreage.jsonl", [
-        make_chunk(t, deal_id=DEAL, document_id=doc, role="PURCHASE_AGREEMENT", section="GENERAL", page=i) for i, t in enumerate(pages, 1)])])
+    _add_document(store, make_chunk, tmp_path, doc, pages, role="PURCHASE_AGREEMENT")
     question = "Consider the acreage purchase contract; what happens if the Buyer is in breach of the deposit clause?"
     ranking = deal.rank_question(DEAL, question)
     assert "breach_consequences" in " ".join(ranking.notes)
     assert ranking.scored[0].chunk.content == pages[3]
-    glossary = deal.config.glossary
-    concept = glossary.concepts.pop("breach_consequences")
-    try:  # without the concept the question is about the deposit clause alone
+    with _concept(deal, "breach_consequences", None):  # without the concept the question is about the deposit clause alone
         assert deal.rank_question(DEAL, question).scored[0].chunk.content == pages[0]
+
+
+def _add_document(store, make_chunk, tmp_path, document_id, pages, *, role="OTHER"):
+    """One document of the test deal, a chunk per page."""
+    from retrieval_node.ingest import Ingestor
+
+    Ingestor(store).ingest([write_jsonl(tmp_path / f"{document_id.rsplit('/', 1)[-1]}.jsonl", [
+        make_chunk(t, deal_id=DEAL, document_id=document_id, role=role, section="GENERAL", page=i) for i, t in enumerate(pages, 1)])])
+
+
+@contextlib.contextmanager
+def _concept(agent, name, concept):
+    """The glossary with ``name`` replaced by ``concept`` (None: without it) while the block runs."""
+    concepts = agent.config.glossary.concepts
+    shipped = concepts.pop(name)
+    if concept is not None:
+        concepts[name] = concept
+    try:
+        yield
     finally:
-        glossary.concepts["breach_consequences"] = concept
+        concepts[name] = shipped
