@@ -58,13 +58,18 @@ _DIGIT_FIX = str.maketrans({"o": "0", "l": "1", "i": "1", "|": "1", "s": "5"})
 _DIGIT_RUN = re.compile(r"(?<![a-z0-9])(?:[0-9oli|]|s(?=[0-9]))(?:[0-9oli|]|s(?=[0-9oli|])|[,.](?=[0-9oli|]))*(?![a-z0-9])")
 
 
+#: a percentage after a number ("4O%", "2O percent"): the number is read as digits, as after "$"
+_PERCENT_AFTER = re.compile(r" ?(?:%|percent\b|per cent\b)")
+
+
 def _repair_digits(low: str) -> str:
     def fix(m: re.Match[str]) -> str:
         tok = m.group(0)
         digits = sum(c.isdigit() for c in tok)
         if digits == len(tok.replace(",", "").replace(".", "")):
             return tok
-        if digits >= 2 or (digits >= 1 and low[max(0, m.start() - 2):m.start()].strip().endswith("$")):
+        if digits >= 2 or (digits >= 1 and (low[max(0, m.start() - 2):m.start()].strip().endswith("$")
+                                            or _PERCENT_AFTER.match(low, m.end()))):
             return tok.translate(_DIGIT_FIX)
         return tok
     return _DIGIT_RUN.sub(fix, low)
@@ -739,7 +744,7 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 
 
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
-_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
+_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?(?:%|percent\b|per cent\b)")
 _DATE = re.compile(
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"

@@ -56,6 +56,23 @@ def test_ocr_repair_reads_digits_in_numbers_and_letters_in_words():
     assert "cleared, collected fully, posted" in low and "b2150" in low
 
 
+@pytest.mark.parametrize("measure", ["3O%", "3O %", "3O percent", "3O per cent", "30 percent"])
+def test_a_percentage_read_through_ocr_makes_a_finding_concrete(measure):
+    """A percentage is a measurement whatever the scan made of it: "3O%" (O for 0) is 30 %, as "$l,250" is $1,250,
+    and a percentage in words counts as one in figures. An engineer's finding that states one is concrete, so it is
+    material; the same finding with no measure at all stays plain (not material)."""
+    finding = f"The stair stringers at the parkade ramp show section loss of up to {measure}; two flights are closed pending shoring."
+    assert "structural_deficiency" in kinds(finding, "condo")
+    assert risk_signal(finding, LEX, ["condo"]).material
+    plain = "The stair stringers at the parkade ramp show section loss."
+    assert not risk_signal(plain, LEX, ["condo"]).material
+
+
+def test_ocr_repair_of_a_percentage_needs_a_digit():
+    assert normalise_ocr("up to 4O% of the posts") == "up to 40% of the posts"
+    assert normalise_ocr("so% and l% stay") == "so% and l% stay"  # no digit in the token: not a number
+
+
 def test_a_signed_dollar_amount_is_read_once():
     assert parse_amounts("closing $-151,792", bare=True) == [-151792.0]
     assert parse_amounts("closing $ -4,000.00 and (3,100.00)", bare=True) == [-4000.0, -3100.0]
