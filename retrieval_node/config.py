@@ -325,6 +325,9 @@ class GlossaryConcept(_Strict):
     terms: str = Field(min_length=1, description="Drafting language added to the question's lexical (BM25) query.")
     clauses: list[str] = Field(default_factory=list, description="Short pseudo-clauses; a chunk's similarity to them is mixed into its dense score.")
     headings: list[str] = Field(default_factory=list, description="Words of the section titles such a clause usually sits under.")
+    requires: list[str] = Field(default_factory=list, description="When set, the concept counts only if the question also "
+                                "holds one of these phrases (same matching as `match`): a cue such as \"what happens\" names "
+                                "the consequences of a breach only in a question about a breach.")
     leads: bool = Field(False, description="A concept that asks about another (the consequences of breaching it): when "
                         "it is named, the other concepts named add no terms, clauses or headings (the question's own "
                         "words still name the clause asked about).")

@@ -139,10 +139,15 @@ def minmax(x: np.ndarray) -> np.ndarray:
 
 
 _HEADING = re.compile(r"(?:Section|SECTION|ARTICLE|Article)\s+[\dIVX]+(?:\.\d+)*\.?\s+([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})")
-_ARTICLE = re.compile(
-    r"(?:(?:ARTICLE|Article)\s+[\dIVX]+\.?\s+|(?:^|\n)[ \t]*\d{1,2}\.[ \t]+"
-    r"|(?:ANNEX|EXHIBIT|SCHEDULE|APPENDIX|(?:(?<=\n)|^)[ \t]*(?:Annex|Exhibit|Schedule|Appendix))[ \t]+[\"'“‘]?[A-Z0-9IVX]{1,4}[\"'”’]?[ \t]*[-–—:.]?\s+)"
-    r"([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})"
+_ARTICLE = re.compile(r"(?:(?:ARTICLE|Article)\s+[\dIVX]+\.?\s+|(?:^|\n)[ \t]*\d{1,2}\.[ \t]+)([A-Z“\"][^\n]{2,120}?)(?:\.\s|\n|\s{3,})")
+#: An annex, exhibit, schedule or appendix title on a line of its own (at a line start or after a column gap): a letter,
+#: a roman or a one- or two-digit number, then the title up to the line's end or a column gap ("SCHEDULE B CONDITIONS OF
+#: SALE", 'Schedule "A" – Legal Description'); "Exhibit 10.1", "SCHEDULE OF EXCEPTIONS" and "... IN SCHEDULE C THE ..."
+#: in running text open nothing
+_ANNEX = re.compile(
+    r"(?:^|(?<=\n)|(?<=[ \t]{3}))[ \t]*(?:ANNEX|EXHIBIT|SCHEDULE|APPENDIX|Annex|Exhibit|Schedule|Appendix)[ \t]+"
+    r"[\"'“‘]?(?:[A-Z]|[IVX]{1,4}|\d{1,2})[\"'”’]?(?![\w.])[ \t]*[-–—:.]?[ \t]*\n?[ \t]*"
+    r"([A-Z“\"][^\n]{2,120}?)[ \t]*(?:\n|[ \t]{3,}|$)"
 )
 _SECTION = re.compile(r"(?:(?:Section|SECTION)\s+|(?:^|\n|[ \t]{3,})[ \t]*)(\d{1,2}\.\d{1,2}[a-z]?)\.?[ \t]+([A-Z“\"][^\n.]{2,100}?)(?:\.\s|\n|[ \t]{3,})")
 _SMALL_WORDS = {"a", "an", "and", "as", "at", "by", "for", "from", "in", "of", "on", "or", "the", "to", "with", "upon", "under", "pending", "prior"}
@@ -173,9 +178,25 @@ def _skip_space(text: str, i: int) -> int:
     return i
 
 
+def _annexes(text: str) -> list[tuple[int, str]]:
+    """(position, title) of each annex, exhibit, schedule or appendix title, the first time it appears: a title
+    repeated at the top of every page is a running header, not a new part."""
+    seen: set[str] = set()
+    out = []
+    for m in _ANNEX.finditer(text):
+        title = m.group(1).strip()
+        head = " ".join(m.group(0).split()).lower()
+        if _title_like(title) and head not in seen:
+            seen.add(head)
+            out.append((_skip_space(text, m.start()), title))
+    return out
+
+
 def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
-    """For each chunk start, "<article title> / <section title>" of the title-case headings at or before it."""
-    arts = [(m.start(), m.group(1).strip()) for m in _ARTICLE.finditer(text) if _title_like(m.group(1))]
+    """For each chunk start, "<article title> / <section title>" of the title-case headings at or before it (an annex,
+    exhibit, schedule or appendix title counts as an article's; a chunk that opens with a heading, after any
+    whitespace, sits under it)."""
+    arts = sorted([(m.start(), m.group(1).strip()) for m in _ARTICLE.finditer(text) if _title_like(m.group(1))] + _annexes(text))
     # a section starts where its heading's text starts (the match may begin on the whitespace before it): a chunk that
     # opens with "Section 6.2 Filings." sits under 6.2, not under the section before it
     secs = [(_skip_space(text, m.start()), m.group(2).strip()) for m in _SECTION.finditer(text) if _title_like(m.group(2))]
@@ -183,6 +204,7 @@ def heading_paths(text: str, starts: Sequence[int]) -> list[str]:
     spos = [p for p, _t in secs]
     out = []
     for s in starts:
+        s = _skip_space(text, s)
         i = bisect.bisect_right(apos, s) - 1
         j = bisect.bisect_right(spos, s) - 1
         art = arts[i] if i >= 0 else (-1, "")
@@ -249,19 +271,26 @@ def _same_word(asked: str, written: str) -> bool:
     return difflib.SequenceMatcher(None, asked, written).ratio() >= 0.9
 
 
+def _phrase_at(words: list[str], phrase: str) -> list[tuple[int, int]]:
+    """(first word, end word) of each place ``phrase`` stands in ``words`` (whole words; long words may be misspelt)."""
+    p = _norm_phrase(phrase).split()
+    if not p:
+        return []
+    return [(i, i + len(p)) for i in range(len(words) - len(p) + 1)
+            if all(_same_word(w, x) for w, x in zip(words[i:i + len(p)], p, strict=True))]
+
+
 def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
     """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored; a
-    word of seven letters or more may be misspelt by one letter); where two matched phrases overlap, the longer wins."""
+    word of seven letters or more may be misspelt by one letter; a concept with ``requires`` also needs one of those
+    phrases in the question); where two matched phrases overlap, the longer wins."""
     words = _norm_phrase(question).split()
     hits: list[tuple[int, int, str]] = []  # (first word, end word, concept)
     for name, concept in glossary.concepts.items():
+        if concept.requires and not any(_phrase_at(words, r) for r in concept.requires):
+            continue  # the question names the concept's cue but not what the concept is about
         for phrase in concept.match:
-            p = _norm_phrase(phrase).split()
-            if not p:
-                continue
-            for i in range(len(words) - len(p) + 1):
-                if all(_same_word(w, x) for w, x in zip(words[i:i + len(p)], p, strict=True)):
-                    hits.append((i, i + len(p), name))
+            hits.extend((i, j, name) for i, j in _phrase_at(words, phrase))
     hits.sort(key=lambda h: (-(h[1] - h[0]), h[0]))
     kept: list[tuple[int, int, str]] = []
     for h in hits:
@@ -532,12 +561,15 @@ class QuestionStage:
             router, ids_ = self._router(index, gate, visible)
             prior = dict(zip(ids_, router.evidence(q.text if not st.routing else (q.hint or q.text)).tolist(), strict=True))
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
-        concepts = [self.config.glossary.concepts[c] for c in q.concepts]
         # a concept that asks about another (what follows a breach of it) leads: the answer is drafted in its language and
         # sits under its headings; the clause it asks about is named by the question's own words, its vocabulary adds nothing
-        concepts = [c for c in concepts if c.leads] or concepts
+        named = [(n, self.config.glossary.concepts[n]) for n in q.concepts]
+        used = [(n, c) for n, c in named if c.leads] or named
+        concepts = [c for _n, c in used]
         if concepts:
-            notes.append(f"question_glossary: {', '.join(q.concepts)}")
+            used_names = {n for n, _c in used}
+            left = [n for n, _c in named if n not in used_names]
+            notes.append(f"question_glossary: {', '.join(n for n, _c in used)}" + (f" (leading; not used: {', '.join(left)})" if left else ""))
         t2 = time.perf_counter()
         docs = routed or list(visible)
         segments = [(d, visible[d]) for d in docs]

@@ -744,7 +744,7 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 
 
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
-_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?(?:%|percent\b|per cent\b)")
+_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
 _DATE = re.compile(
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
