@@ -216,7 +216,7 @@ class ChunkFindings:
                                              (self.body_form, deal_id)).fetchall())
             named = {r[0] for r in self._conn.execute("SELECT chunk_id FROM mentions_v3 WHERE fingerprint = ? AND deal_id = ?",
                                                       (self.mentions_fingerprint(entities), deal_id)).fetchall()} if entities else None
-        want = len({s.key for s in self.settings})
+        want = len(keys)
         out = {"findings": {cid for cid in chunks if per.get(cid, 0) < want},
                "bodies": {cid for cid, h in chunks.items() if bodies.get(cid) != h},
                "mentions": {cid for cid in chunks if cid not in named} if named is not None else set()}

@@ -283,20 +283,23 @@ def _phrase_at(words: list[str], phrase: str) -> list[tuple[int, int]]:
 def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
     """Glossary concepts the question names (a ``match`` phrase as whole words, case, quotes and hyphens ignored; a
     word of seven letters or more may be misspelt by one letter; a concept with ``requires`` also needs one of those
-    phrases in the question); where two matched phrases overlap, the longer wins."""
+    phrases in the question); where two matched phrases overlap, the longer wins. A concept marked ``leads`` (it asks
+    about another: what follows a breach of it) replaces the others named: the answer is drafted in its language and
+    sits under its headings, and the question's own words still name the clause asked about."""
     words = _norm_phrase(question).split()
     hits: list[tuple[int, int, str]] = []  # (first word, end word, concept)
     for name, concept in glossary.concepts.items():
-        if concept.requires and not any(_phrase_at(words, r) for r in concept.requires):
+        found = [(i, j, name) for phrase in concept.match for i, j in _phrase_at(words, phrase)]
+        if found and concept.requires and not any(_phrase_at(words, r) for r in concept.requires):
             continue  # the question names the concept's cue but not what the concept is about
-        for phrase in concept.match:
-            hits.extend((i, j, name) for i, j in _phrase_at(words, phrase))
+        hits.extend(found)
     hits.sort(key=lambda h: (-(h[1] - h[0]), h[0]))
     kept: list[tuple[int, int, str]] = []
     for h in hits:
         if all(h[1] <= k[0] or h[0] >= k[1] for k in kept):
             kept.append(h)
-    return tuple(dict.fromkeys(name for _s, _e, name in sorted(kept)))
+    names = tuple(dict.fromkeys(name for _s, _e, name in sorted(kept)))
+    return tuple(n for n in names if glossary.concepts[n].leads) or names
 
 
 # --------------------------------------------------------------------------- intents
@@ -337,7 +340,7 @@ class ParsedQuestion:
     explicit: bool               # the description came from an explicit form ("Consider X;", "In the X,")
     body: str                    # what the chunks are ranked by: the question, lead-in dropped
     terms: tuple[str, ...]       # quoted terms (definitions are boosted)
-    concepts: tuple[str, ...]    # glossary concepts named
+    concepts: tuple[str, ...]    # glossary concepts named (a leading one alone)
 
 
 def parse_question(text: str, glossary: Glossary | None = None, *, clean: bool = True) -> ParsedQuestion:
@@ -561,15 +564,9 @@ class QuestionStage:
             router, ids_ = self._router(index, gate, visible)
             prior = dict(zip(ids_, router.evidence(q.text if not st.routing else (q.hint or q.text)).tolist(), strict=True))
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
-        # a concept that asks about another (what follows a breach of it) leads: the answer is drafted in its language and
-        # sits under its headings; the clause it asks about is named by the question's own words, its vocabulary adds nothing
-        named = [(n, self.config.glossary.concepts[n]) for n in q.concepts]
-        used = [(n, c) for n, c in named if c.leads] or named
-        concepts = [c for _n, c in used]
+        concepts = [self.config.glossary.concepts[c] for c in q.concepts]
         if concepts:
-            used_names = {n for n, _c in used}
-            left = [n for n, _c in named if n not in used_names]
-            notes.append(f"question_glossary: {', '.join(n for n, _c in used)}" + (f" (leading; not used: {', '.join(left)})" if left else ""))
+            notes.append(f"question_glossary: {', '.join(q.concepts)}")
         t2 = time.perf_counter()
         docs = routed or list(visible)
         segments = [(d, visible[d]) for d in docs]
