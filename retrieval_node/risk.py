@@ -744,7 +744,27 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 
 
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
-_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b|\b\d+(?:\.\d+)? ?%")
+_AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b(?! ?%)|\b\d+(?:\.\d+)? ?%")
+#: A percentage that is a rate ("2% per month", "interest at 18%", "5% of the amount owing") or a voting threshold
+#: ("75% of the unit factors") is a term of a bylaw or contract, not a measurement of this deal: it does not make a
+#: mention concrete. A measurement ("section loss of up to 40%", "the fund is 38% funded") does.
+_RATE_AFTER = re.compile(
+    r"\s*(?:(?:per|a|each|every)\s+(?:month|annum|year|day|week|quarter)\b|p\.a\.|annually\b|monthly\b|daily\b|compounded\b"
+    r"|of (?:the |all |any |such )?(?:unit factors?|owners|votes|voting|eligible|persons|members|those)\b"
+    r"|of (?:the|any|such) (?:amounts?|balances?|sums?)\b)")
+_RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
+
+
+def _states_figure(span: str) -> bool:
+    """An amount or a date in the span, or a percentage that is neither a rate nor a threshold."""
+    if _DATE.search(span):
+        return True
+    for m in _AMOUNT.finditer(span):
+        if m.group().endswith("%") and (_RATE_AFTER.match(span, m.end())
+                                        or _RATE_BEFORE.search(span, max(0, m.start() - 30), m.start())):
+            continue
+        return True
+    return False
 _DATE = re.compile(
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
@@ -839,7 +859,7 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
         return FACTOR_GENERIC, "generic"
-    if any(_AMOUNT.search(s) or _DATE.search(s) for s in spans) or row_value(text, end) == "positive" or (
+    if any(_states_figure(s) for s in spans) or row_value(text, end) == "positive" or (
             len(spans) > 1 and re.search(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?", line)):  # a table row's figure needs no "$"
         return FACTOR_CONCRETE, "concrete"
     if clause_polarity(text, start, end) == "decided":
@@ -850,7 +870,7 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
 def _title_factor(text: str, end: int) -> tuple[float, str]:
     """A document titled by the term is concrete when its body names a registration, a court file, an amount or a date."""
     body = text[end:end + 1500]
-    if _REGISTRATION.search(body) or _AMOUNT.search(body) or _DATE.search(body):
+    if _REGISTRATION.search(body) or _states_figure(body):
         return FACTOR_CONCRETE, "concrete"
     return FACTOR_PLAIN, "plain"
 

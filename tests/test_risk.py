@@ -82,6 +82,35 @@ def test_a_rate_or_threshold_in_words_is_not_a_measurement(text):
     assert not risk_signal(text, LEX, ["condo"]).material
 
 
+@pytest.mark.parametrize(("text", "domain"), [
+    ("Contributions in arrears bear interest at 2% per month until paid.", "condo"),
+    ("Arrears of contributions carry interest at 18% per annum, compounded monthly.", "condo"),
+    ("Interest on arrears: 1.5% per month.", "condo"),
+    ("Interest on arrears: 2O% per annum.", "condo"),                                  # OCR'd figure, same rule
+    ("A late charge of 5% of the amount owing is added to contributions in arrears.", "condo"),
+    ("A special levy requires the approval of owners holding 75% of the unit factors.", "condo"),
+    ("| Arrears | interest at 1.25% per month |", "condo"),                             # a table row
+    ("Outstanding balances attract a penalty of 1.25% per month.", "tax"),
+    ("Taxes in arrears carry a penalty of 12% per year.", "tax"),
+])
+def test_a_rate_or_threshold_in_figures_is_not_a_measurement(text, domain):
+    """A percentage that is a rate ("2% per month", "interest at 18%", "5% of the amount owing") or a voting threshold
+    ("75% of the unit factors") is a standing term of the bylaw or the tax roll: the mention stays plain, not material.
+    A file whose bylaws set interest on arrears is not a file with arrears."""
+    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("The corporation's special levy: 8% of unit contributions.", "condo"),                # the levy's own size
+    ("Penalties of 7% were added.", "tax"),                                                # a penalty charged, not a rate
+    ("Contributions in arrears for this unit: $1,240.00, with interest at 2% per month.", "condo"),
+    ("Arrears on this roll since 2026-03-01; interest at 2% per month.", "tax"),           # the date still counts
+])
+def test_a_rate_does_not_hide_the_figures_beside_it(text, domain):
+    """Leaving rates out never leaves out a measure, an amount or a date stated beside them."""
+    assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
 def test_a_signed_dollar_amount_is_read_once():
     assert parse_amounts("closing $-151,792", bare=True) == [-151792.0]
     assert parse_amounts("closing $ -4,000.00 and (3,100.00)", bare=True) == [-4000.0, -3100.0]
