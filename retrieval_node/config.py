@@ -274,6 +274,12 @@ class RiskTerm(_Strict):
         description="A risk only when it concerns this unit: a clause that reports several units, owners or accounts in "
         "aggregate ('7 units owing a total of $5,728') is the corporation's routine business, not this buyer's ('arrears' in minutes).",
     )
+    priced: bool = Field(
+        False,
+        description="Also concrete when the text prices the remedy anywhere in it (an opinion of probable cost, a budget or "
+        "repair estimate, a cost to repair: 'Budget estimate: $1.6 to $1.9 million'): an engineer states findings in one "
+        "sentence and their cost in another. A reserve study's replacement costs and allowances are not such a price.",
+    )
     on_register: bool = Field(
         False,
         description="A risk only where the mention is an instrument as registered: its line carries a registration number "

@@ -58,6 +58,8 @@ _DIGIT_FIX = str.maketrans({"o": "0", "l": "1", "i": "1", "|": "1", "s": "5"})
 _DIGIT_RUN = re.compile(r"(?<![a-z0-9])(?:[0-9oli|]|s(?=[0-9]))(?:[0-9oli|]|s(?=[0-9oli|])|[,.](?=[0-9oli|]))*(?![a-z0-9])")
 
 
+#: a zero amount read as letters after "$" ("$O.OO", "$O")
+_ZERO_AMOUNT = re.compile(r"o+(?:[.,]o{2,3})*")
 #: a percentage after a number ("4O%", "2O percent"): the number is read as digits, as after "$"
 _PERCENT_AFTER = re.compile(r" ?(?:%|percent\b|per cent\b)")
 
@@ -68,9 +70,13 @@ def _repair_digits(low: str) -> str:
         digits = sum(c.isdigit() for c in tok)
         if digits == len(tok.replace(",", "").replace(".", "")):
             return tok
-        if digits >= 2 or (digits >= 1 and (low[max(0, m.start() - 2):m.start()].strip().endswith("$")
-                                            or _PERCENT_AFTER.match(low, m.end()))):
+        after_dollar = low[max(0, m.start() - 2):m.start()].strip().endswith("$")
+        if digits >= 2 or (digits >= 1 and (after_dollar or _PERCENT_AFTER.match(low, m.end()))):
             return tok.translate(_DIGIT_FIX)
+        if digits == 1 and len(tok) >= 2 and not re.search(r"[s,.]", tok):
+            return tok.translate(_DIGIT_FIX)  # "l8", "2l", "1O": one digit and an OCR letter are a number ("Apr. l8, 2O24")
+        if digits == 0 and after_dollar and _ZERO_AMOUNT.fullmatch(tok):
+            return tok.translate(_DIGIT_FIX)  # "$O.OO", "$O": a zero read as letters
         return tok
     return _DIGIT_RUN.sub(fix, low)
 
@@ -239,7 +245,10 @@ def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
             value = _money(m.group(4).rstrip(",."))
         except ValueError:
             continue
-        negative = bool(m.group(2) or m.group(3) or (m.group(1) and m.group(5)))
+        minus = m.group(2)
+        if minus and not m.group(1) and re.search(r"[\w)]\s$", span[max(0, m.start() - 2):m.start()]) and minus.endswith(" "):
+            minus = None  # "(2023 - $1,311,450)": a dash between a label and its amount, set off by single spaces, is no sign
+        negative = bool(minus or m.group(3) or (m.group(1) and m.group(5)))
         out.append(-value if negative else value)
     if bare:
         for m in _BARE_AMOUNT.finditer(span):
@@ -347,7 +356,8 @@ _BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
 
 
 _END_CANDIDATE = re.compile(r"[.;](?=\s)|\n\s*\n")
-_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max"})
+_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max",
+                            "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"})
 
 
 @lru_cache(maxsize=512)
@@ -503,11 +513,30 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
 _PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
 
 
-def _cue_in(span: str, cue: str) -> bool:
+#: A cue that is negated or awaited ("not paid in full", "until paid in full", "has not been discharged") says the
+#: opposite of the cue.
+_CUE_NEGATED = re.compile(r"\b(?:not|unless|until|never|partial|partially)(?:\s+(?:yet|been|be|fully|was|were|is|are))*\s*$")
+
+
+def _cue_in(span: str, cue: str, own: str | None = None) -> bool:
+    """The cue occurs in ``span``, neither awaited nor negated, and, when the mention's instrument number ``own`` is
+    known, not followed by another instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one)."""
     for m in term_pattern(cue).finditer(span):
-        if not _PENDING.search(span[max(0, m.start() - 24):m.start()].rstrip()):
-            return True
+        before = span[max(0, m.start() - 24):m.start()].rstrip()
+        if _PENDING.search(before) or _CUE_NEGATED.search(before):
+            continue
+        if own is not None:
+            named = _NAMED_NUMBER.match(span, m.end())
+            if named and _digits(named.group(1)) != own and not _BY_INSTRUMENT.search(span, m.end(), named.start(1)):
+                continue
+        return True
     return False
+
+
+#: "discharged by 232 001 002", "under discharge no. ...": the number after the cue is the discharging instrument's.
+_BY_INSTRUMENT = re.compile(r"\b(?:by|under|per|vide|pursuant to)\b")
+#: The registration number a cue names right after it ("discharge of 199 120 455", "discharged: 201 334 560").
+_NAMED_NUMBER = re.compile(r"[^.;\n\d]{0,30}?(\d{3} ?\d{3} ?\d{3})\b")
 
 
 def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: int) -> str | None:
@@ -518,13 +547,14 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     lo = max(lo, start - window)
     hi = min(hi, end + window)
     span = text[lo:hi]
+    own = own_registration(text, start, end)
     for cue in cues:
-        if _cue_in(span, cue):
+        if _cue_in(span, cue, own):
             return cue
     line_end = text.find("\n", end)
     after = text[end:min(line_end if line_end != -1 else len(text), end + 2 * window)]
     for cue in _BACKWARD_CUES:
-        if _cue_in(after, cue):
+        if _cue_in(after, cue, own):
             return cue
     return None
 
@@ -535,10 +565,12 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
 _CLOSED = re.compile(_ocr_tolerant(
     r"\b(?:rejected|defeated|declined|voted down|not (?:approved|adopted|carried|passed|proceed(?:ed|ing)?|to proceed)"
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
-    r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|paid (?:in full|out|off)|cleared"
-    r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges)\b"
+    r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|(?:re)?paid (?:in full|out|off)|repaid|cleared"
+    r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges"
+    r"|dismissed|discontinued|removed from(?= (?:the )?(?:title|register|[a-z ]{0,20}list))|satisfied in full|(?:has|have|had) satisfied"
+    r"|(?:judgment|debt|claim|lien|writ|arrears)(?: was| has been| were| have been)? satisfied)\b"
 ))
-_ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued"
+_ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued|placed|added|charged|applied"
          r"|measured|found|observed|identified|detected|enrolled)")
 _DECIDED = re.compile(_ocr_tolerant(
     r"\b(?:was|were|has|have|had|has been|have been|had been)\s+" + _ACTS + r"\b|\b(?:is|are|remains) enrolled\b"
@@ -556,9 +588,31 @@ def clause_polarity(text: str, start: int, end: int) -> str | None:
     lo, hi = _instrument_block(text, start, end, *_sentence_bounds(text, start))
     verdict = _nearest_verdict(text, start, end, max(lo, start - 300), min(hi, end + 300))
     if verdict is None and hi < len(text) and _MOTION.search(text, lo, hi):
-        _, nxt = _sentence_bounds(text, hi)  # a motion, then its outcome: "... levy $1,200 per unit. The motion was DEFEATED."
-        verdict = _nearest_verdict(text, start, end, hi, min(nxt, hi + 300))
+        # a motion, then its outcome: "... levy $1,200 per unit. The motion was DEFEATED.", also after the vote count
+        # ("A ballot was held: / In favour: 31 units / Opposed: 46 units / The resolution was defeated."), up to the next
+        # numbered item of the minutes
+        item = _NEXT_ITEM.search(text, hi, min(len(text), hi + _MOTION_REACH))
+        verdict = _first_verdict(text, hi, item.start() if item else min(len(text), hi + _MOTION_REACH))
     return verdict
+
+
+#: How far after a motion its outcome is looked for (characters), and what ends the search: the next numbered item.
+_MOTION_REACH = 600
+_NEXT_ITEM = re.compile(r"\n\s*(?:\d{1,2}(?:\.\d{1,2})?[.)]|\(?[a-h]\))\s+\S")
+
+
+def _first_verdict(text: str, lo: int, hi: int) -> str | None:
+    """The verdict ("closed" or "decided") that comes first in ``[lo, hi)``."""
+    best: tuple[int, str] | None = None
+    for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
+        for m in pattern.finditer(text, lo, hi):
+            if verdict == "closed" and (_PENDING.search(text[max(0, m.start() - 24):m.start()].rstrip())
+                                        or _CUE_NEGATED.search(text[max(0, m.start() - 24):m.start()].rstrip())):
+                continue
+            if best is None or m.start() < best[0]:
+                best = (m.start(), verdict)
+            break
+    return None if best is None else best[1]
 
 
 _MOTION = re.compile(_ocr_tolerant(r"\b(?:moved|motion|proposed|proposal|considered)\b"))
@@ -579,7 +633,8 @@ def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str |
     best: tuple[int, str] | None = None
     for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
         for m in pattern.finditer(text, lo, hi):
-            if verdict == "closed" and _PENDING.search(text[max(0, m.start() - 24):m.start()].rstrip()):
+            if verdict == "closed" and (_PENDING.search(text[max(0, m.start() - 24):m.start()].rstrip())
+                                        or _CUE_NEGATED.search(text[max(0, m.start() - 24):m.start()].rstrip())):
                 continue
             if m.start() < end and m.end() > start:
                 continue
@@ -711,11 +766,12 @@ def negative_reserve_balance(text: str) -> float | None:
 #: "from owners by unit factor", "$22,000 per door, payable in two instalments".
 _PER_OWNER = re.compile(
     r"\bper (?:unit|door|suite|owner|home|lot|titled unit)\b(?! per\b| ?/ ?(?:month|year))(?!,? (?:per|a|each) (?:month|year))"
-    r"|\bunit(?:'s)? share\b|\bby unit factor\b|\bfrom (?:the |all |each )?owners\b|\bcharged to (?:the |all |each )?owners\b"
+    r"|\bunit(?:'s)? share\b|\bby unit factor\b|\bin proportion to (?:the |their |its )?unit factors?\b|\bfrom (?:the |all |each )?owners\b"
+    r"|\bcharged to (?:the |all |each )?owners\b"
 )
 _LEVY_ACT = re.compile(
     r"\b(?:assessment|assessed|levy|levied|recover(?:ed|y)?|instal+ments?|funding proposal|special contribution|capital contribution"
-    r"|one-time contribution|owner-funded)\b"
+    r"|one-time (?:contribution|amount|payment|charge)|owner-funded)\b"
 )
 _NOT_A_LEVY = re.compile(r"\bfines?\b|\bmonthly\b|\bper month\b|/month\b|\bfee increase\b")
 
@@ -744,6 +800,8 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 
 
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
+#: A court file number named as such ("Action No. 2403 08826", "Court File 2201-04471"): the suit's own number.
+_COURT_FILE = re.compile(r"\b(?:action|court file|file|claim)(?: no\.?| number)?:?\s*\d{4}[ -]\d{5}\b")
 _AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b(?! ?%)|\b\d+(?:\.\d+)? ?%")
 #: A percentage that is a rate ("2% per month", "interest at 18%", "5% of the amount owing") or a voting threshold
 #: ("75% of the unit factors") is a term of a bylaw or contract, not a measurement of this deal: it does not make a
@@ -752,7 +810,7 @@ _RATE_AFTER = re.compile(
     r"\s*(?:(?:per|a|each|every)\s+(?:month|annum|year|day|week|quarter)\b|p\.a\.|annually\b|monthly\b|daily\b|compounded\b"
     r"|of (?:the |all |any |such )?(?:unit factors?|owners|votes|voting|eligible|persons|members|those)\b"
     r"|of (?:the|any|such) (?:amounts?|balances?|sums?)\b)")
-_RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
+_RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge|penalty|penalties)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
 
 
 def _states_figure(span: str) -> bool:
@@ -769,7 +827,10 @@ _DATE = re.compile(
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
 )
-_MODAL = re.compile(r"\b(?:may(?!,?\s*\d)|shall|would|if|any|such|where|in the event|from time to time|unless|whether|provided that)\b")
+#: "may" the modal, not the month: "May 2, 2026", "for May to July", "since May"
+_MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )(?<!\band )"
+        r"(?<!\bearly )(?<!\blate )(?<!\bmid-)may(?!,?\s*\d)")
+_MODAL = re.compile(r"\b(?:" + _MAY + r"|shall|would|if|any|such|where|in the event|from time to time|unless|whether|provided that)\b")
 
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
 #: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
@@ -782,9 +843,12 @@ FACTOR_BENIGN = 0.1
 #: The term is followed by its own amount: "of $...", "of up to $...", "totalling $...", ": $..." (amount above zero).
 _OWN_AMOUNT = re.compile(r"\s*(?:\(|:|,)?\s*(?:of|for|in the amount of|totalling|totaling)?\s*(?:up to|not exceeding)?\s*\$\s*[1-9]")
 #: Normative wording ("may", "shall"): terms of a bylaw or contract even when an amount follows.
-_NORMATIVE = re.compile(r"\b(?:may(?!,?\s*\d)|shall|from time to time)\b")
+_NORMATIVE = re.compile(r"\b(?:" + _MAY + r"|shall|from time to time)\b")
 #: Conditional wording ("if", "unless", "in the event", "exceeding"): the amount is a threshold, not a fact.
-_CONDITIONAL = re.compile(r"\b(?:if|unless|in the event|whether|provided that|exceed(?:s|ing)?|over|more than|greater than|threshold)\b")
+_CONDITIONAL = re.compile(r"\b(?:if|unless|in the event|whether|provided that|exceed(?:s|ing)?|over|more than|greater than|threshold"
+                          r"|or more|or greater|at least)\b")
+#: an amount to the cent ("$14,022.80"), read from its first digit
+_CENTS = re.compile(r"[1-9][\d,]*\.\d{2}\b")
 #: Perils whose deductible is the building's, never charged back to the owner of the unit where a loss began.
 _CATASTROPHE = re.compile(r"\b(?:flood|earthquake|hail|windstorm|overland|named storm|wildfire)\b")
 
@@ -805,19 +869,32 @@ def _amounts_beyond(spans: Sequence[str], floor: float) -> bool:
 
 
 def _full_stop_clause(text: str, start: int, end: int) -> str:
-    """From the term's sentence start to the next full stop or blank line: a list joined by ';' stays one clause."""
-    lo, _ = _sentence_bounds(text, start)
+    """From the term's sentence start (not before its own line: the line above is another label's, "Property: ...
+    $28,400,000" above "Deductibles: ...") to the next full stop or blank line: a list joined by ';' stays one clause."""
+    lo = max(_sentence_bounds(text, start)[0], _line_bounds(text, start)[0])
     stop = re.compile(r"\.(?=\s)|\n\s*\n").search(text, end)
-    return text[lo:stop.start() if stop else len(text)]
+    hi = stop.start() if stop else len(text)
+    eol = text.find("\n", end, hi)
+    if eol != -1 and _states_money(text[end:eol]):
+        hi = eol  # the term's line states its amounts ("Deductibles: all perils $5,000; ..."): the lines below are other labels'
+    return text[lo:hi]
+
+
+#: A row that names another line of an insurance certificate (a limit, a liability cover, the policy's particulars):
+#: the list under a "Deductibles" heading has ended.
+_OTHER_COVER = re.compile(r"\b(?:liability|limit|fidelity|directors|replacement cost|premium|policy|insured|insurer|appraisal|property \()")
 
 
 def _table_below(text: str, end: int, max_lines: int = 10) -> str:
-    """The rows under a heading, up to a blank line."""
+    """The rows under a heading, up to a blank line or a row that names another cover."""
     eol = text.find("\n", end)
     if eol == -1:
         return ""
-    rows = text[eol + 1:].split("\n\n", 1)[0].split("\n")
-    return "\n".join(rows[:max_lines])
+    rows = text[eol + 1:].split("\n\n", 1)[0].split("\n")[:max_lines]
+    for i, row in enumerate(rows):
+        if _OTHER_COVER.search(row):
+            return "\n".join(rows[:i])
+    return "\n".join(rows)
 
 
 def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
@@ -837,9 +914,13 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     """
     lo, hi = _sentence_bounds(text, start)
     llo, lhi = _line_bounds(text, start)
-    sentence = text[lo:hi]
     line = text[llo:lhi]
-    spans = (sentence, line) if _is_row(line, start - llo) else (sentence,)
+    row = _is_row(line, start - llo)
+    spans = (text[lo:hi], line) if row else (text[lo:hi],)
+    # the wording that can make the mention generic: its sentence, but a form's row ("Arrears (2023 and prior): $3,905.12")
+    # is a clause of its own: "amounts paid after the date of issue may not be reflected" at the foot of the form does
+    # not make its rows hypothetical
+    sentence = line if row and lhi - llo < hi - lo else text[lo:hi]
     if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
             term_pattern(u).search(s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
@@ -847,15 +928,18 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
         if _MODAL.search(sentence):
             return FACTOR_GENERIC, "generic"
         return (FACTOR_CONCRETE, "concrete") if _amounts_beyond((_full_stop_clause(text, start, end),), min_amount) else (FACTOR_PLAIN, "plain")
-    if _OWN_AMOUNT.match(text, end, min(hi, end + 40)) and not _CONDITIONAL.search(sentence) and not _NORMATIVE.search(sentence):
-        return FACTOR_CONCRETE, "concrete"  # "a credit facility of up to $1,000,000": the instrument names its own amount
+    own = _OWN_AMOUNT.match(text, end, min(hi, end + 40))
+    if own and not _CONDITIONAL.search(sentence) and (not _NORMATIVE.search(sentence) or _CENTS.match(text, own.end() - 1)):
+        # "a credit facility of up to $1,000,000": the instrument names its own amount; an amount to the cent is a fact
+        # even in permissive wording ("the owner may redeem the parcel by paying all tax arrears of $14,022.80")
+        return FACTOR_CONCRETE, "concrete"
     if needs_amount:
         if _MODAL.search(sentence):
             return FACTOR_GENERIC, "generic"
         if any(_states_money(s) for s in spans) or row_value(text, end) == "positive":
             return FACTOR_CONCRETE, "concrete"
         return FACTOR_PLAIN, "plain"
-    if any(_REGISTRATION.search(s) for s in spans):
+    if any(_REGISTRATION.search(s) or _COURT_FILE.search(s) for s in spans):
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
         return FACTOR_GENERIC, "generic"
@@ -885,6 +969,132 @@ def _years(span: str) -> list[int]:
     return [int(next(g for g in m.groups() if g)) for m in _YEAR_IN_DATE.finditer(span)]
 
 
+def _digits(number: str) -> str:
+    return number.replace(" ", "")
+
+
+def own_registration(text: str, start: int, end: int) -> str | None:
+    """The registration number of the instrument a term names: its own number just after it ("writ 232 288 901",
+    "lien no. 091 332 108"), else the number before it on its line and in its sentence (a register's row:
+    "211 099 672  22/04/2021  TAX NOTIFICATION", "Instrument 222 118 417 - CERTIFICATE OF LIS PENDENS")."""
+    after = _REGISTRATION.search(text, end, min(len(text), end + 16))
+    if after and "\n" not in text[end:after.start()]:
+        return _digits(after.group(0))
+    lo = max(_line_bounds(text, start)[0], _sentence_bounds(text, start)[0])
+    before = list(_REGISTRATION.finditer(text, lo, start))
+    return _digits(before[-1].group(0)) if before else None
+
+
+#: A discharge, withdrawal or cancellation naming the instrument it clears, in either order ("Discharges: 222 118 417 in
+#: full", "discharge of caveat 182 ...", "writ 232 288 901 ... was removed by discharge"); not one still awaited ("a
+#: discharge of mortgage 202 318 774 will be registered on closing") nor a partial one.
+_CLEARS_NUMBER = re.compile(
+    r"\b(?:discharges?|discharge of|withdrawal of|withdraws|cancell?ation of|cancels|discharging)\b([^.;\n]{0,40}?)"
+    r"(\d{3} ?\d{3} ?\d{3})\b")
+_NUMBER_CLEARED = re.compile(
+    r"(\d{3} ?\d{3} ?\d{3})\b[^.;\n]{0,80}?\b(?:was|were|has been|have been)\s+(?:fully\s+)?"
+    r"(?:discharged|withdrawn|cancell?ed|removed|released)\b")
+_AWAITED = re.compile(r"\b(?:to|will|shall|must|undertak\w*|request\w*|pending|awaiting|obtain|provide|deliver|upon|before|after)\b[^.;\n]{0,30}$")
+_PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bas to part\b|\bportion\b")
+
+
+def cleared_registrations(text: str) -> frozenset[str]:
+    """Registration numbers the text says a discharge, withdrawal or cancellation has cleared (digits only)."""
+    out: set[str] = set()
+    for m in _CLEARS_NUMBER.finditer(text):
+        around = text[max(0, m.start() - 40):m.start()] + m.group(1) + text[m.end():m.end() + 40]
+        if _AWAITED.search(text[max(0, m.start() - 40):m.start()]) or _PARTIAL.search(around) or re.search(
+                r"^\s*(?:will|is to|to be|shall|upon|on closing|after closing)\b", text[m.end():m.end() + 30]):
+            continue
+        out.add(_digits(m.group(2)))
+    for m in _NUMBER_CLEARED.finditer(text):
+        if not _PARTIAL.search(m.group(0)):
+            out.add(_digits(m.group(1)))
+    return frozenset(out)
+
+
+#: The title of an instrument that clears another: "DISCHARGE OF LIEN", "WITHDRAWAL OF CAVEAT", "ORDER - DISCHARGE OF
+#: LIEN UPON PAYMENT INTO COURT" (not a partial discharge).
+_CLEARING_TITLE = re.compile(
+    r"^(?:[a-z' -]*?[ -])?(?<!partial )(?:discharge|withdrawal|cancellation|release) of (?:the |said )?(?:[a-z']+ ){0,2}?"
+    r"(?:lien|caveat|writ|mortgage|lis pendens|tax notification|notification|judgment)s?\b")
+#: What ends the clearing instrument's copy in a chunk: another document appended ("[current title search ...]", a
+#: certificate of title, a register's section).
+_NEXT_DOCUMENT = re.compile(r"^(?:\[|certificate of title|land title certificate|encumbrances|registered owner|current title)", re.M)
+
+
+def clearing_instrument(text: str) -> tuple[int, int] | None:
+    """``[lo, hi)`` of a copy of a discharge or withdrawal that opens the text (its title among the first three lines):
+    every mention in it is of the instrument it clears."""
+    pos = 0
+    for _ in range(3):
+        while pos < len(text) and text[pos] == "\n":
+            pos += 1
+        eol = text.find("\n", pos)
+        eol = len(text) if eol == -1 else eol
+        if _CLEARING_TITLE.match(text[pos:eol].strip()):
+            nxt = _NEXT_DOCUMENT.search(text, eol)
+            return pos, nxt.start() if nxt else len(text)
+        pos = eol + 1
+    return None
+
+
+#: A unit, suite, lot or tax roll named by its number ("Unit 108", "roll 2208 3317", "LOT 14", "Suite #6").
+_ID = r"(?:no\.?\s*|number\s*|#\s*)?(\d[\da-z-]*(?: \d{3,5}\b)?)"
+_DESIGNATOR = re.compile(r"\b(unit|suite|lot|roll)s?\s*" + _ID)
+#: How a text names the property being bought: "purchase of Unit 305", "Unit 22 (subject unit)", "your roll, 2208
+#: 3315", "our purchase is LOT 13", "our file is Roll 2044110".
+_SUBJECT = re.compile(
+    r"\b(?:subject|our|your|this|purchased)\s+(unit|suite|lot|roll)\b[\s,:]*" + _ID
+    + r"|\b(?:purchase|sale|acquisition) of (?:the )?(unit|suite|lot|roll)\s*" + _ID
+    + r"|\b(?:our|the|this) (?:purchase|sale|transaction|file|property) is (?:for )?(?:the )?(unit|suite|lot|roll)\s*" + _ID
+    + r"|\b(unit|suite|lot|roll)\s*" + _ID + r"\s*\((?:the )?subject\b")
+#: Said outright of the clause's property: not the one being bought.
+_NOT_THIS_PROPERTY = re.compile(
+    r"\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
+    r"(?:this|the|your|our) (?:sale|transaction|purchase|deal|file)\b|\bnext door\b"
+    r"|\b(?:neighbou?ring|adjacent|adjoining) (?:lot|unit|property|roll|parcel|title)\b")
+
+
+def _id(kind: str, number: str) -> tuple[str, str]:
+    return ("unit" if kind == "suite" else kind), re.sub(r"[\s-]", "", number).lstrip("0")
+
+
+def subject_properties(text: str) -> frozenset[tuple[str, str]]:
+    """The units, lots and rolls the text names as the property being bought."""
+    out: set[tuple[str, str]] = set()
+    for m in _SUBJECT.finditer(text):
+        groups = [g for g in m.groups() if g is not None]
+        out.add(_id(groups[0], groups[1]))
+    return frozenset(out)
+
+
+def other_property(text: str, start: int, end: int) -> str | None:
+    """``"another property"`` when the mention's clause is about a unit, lot or roll other than the one the text names as
+    the property being bought ("Unit 108 is five months in arrears" in minutes sent for the sale of Unit 304), or says
+    outright that its property is not the one in this sale ("adjacent Lot 8 - not included in this sale"); else None.
+    The clause: its sentence, within its paragraph."""
+    lo, hi = _sentence_bounds(text, start)
+    para_lo = text.rfind("\n\n", 0, start)
+    para_hi = text.find("\n\n", end)
+    lo, hi = max(lo, para_lo + 2 if para_lo != -1 else 0), min(hi, para_hi if para_hi != -1 else len(text))
+    block_lo = para_lo + 2 if para_lo != -1 else 0
+    if _NOT_THIS_PROPERTY.search(text, block_lo, para_hi if para_hi != -1 else len(text)):
+        return "another property"
+    subjects = subject_properties(text)
+    if not subjects:
+        return None
+    before = [d for d in _DESIGNATOR.finditer(text, lo, start)]
+    named = before[-1] if before else _DESIGNATOR.search(text, end, hi)
+    if named is None:
+        return None
+    kind, number = _id(named.group(1), named.group(2))
+    same_kind = {n for k, n in subjects if k == kind}
+    if same_kind and number not in same_kind:
+        return "another property"
+    return None
+
+
 def registration_age(text: str, start: int) -> int | None:
     """Years between the registration on the term's line (its date, or else the year that opens an Alberta
     registration number: "982 114 556" is 1998) and the newest date anywhere in the text; None when either is missing."""
@@ -901,6 +1111,15 @@ def registration_age(text: str, start: int) -> int | None:
         year = 1900 + yy if yy > 50 else 2000 + yy
     newest = max(_years(text), default=None)
     return None if newest is None or newest < year else newest - year
+
+
+#: The price of a remedy stated in the text: an engineer's or contractor's cost opinion ("Opinion of probable cost:
+#: $585,000", "Budget estimate: $1.6 to $1.9 million", "estimated cost of the repairs is $2.9 M"); not a reserve study's
+#: replacement cost or allowance.
+_REMEDY_PRICE = re.compile(
+    r"\b(?:opinion of probable cost|probable cost|budget estimate|cost estimate|class [a-d] estimate|estimated (?:repair )?cost of "
+    r"(?:the )?(?:repairs?|remediation|rehabilitation|remedial work|recladding|reconstruction)|(?:repair|remediation|remedial) "
+    r"(?:cost|estimate|budget)s?|cost to (?:repair|remediate))\b[^.\n]{0,60}?\$\s*\d")
 
 
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
@@ -927,6 +1146,14 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
     if cue is None and not heading and clause_polarity(low, m.start(), m.end()) == "closed":
         cue = "closed"
+    if cue is None:
+        cleared = clearing_instrument(low)
+        if cleared is not None and cleared[0] <= m.start() < cleared[1]:
+            cue = "discharge instrument"
+    if cue is None and not heading and _REGISTRATION.search(low):
+        number = own_registration(low, m.start(), m.end())
+        if number is not None and number in cleared_registrations(low):
+            cue = "discharged by number"
     if cue is None and t.stale_after_years is not None:
         age = registration_age(low, m.start())
         if age is None or age <= t.stale_after_years:
@@ -935,6 +1162,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         lo, hi = _sentence_bounds(low, m.start())
         if _aggregate(low[lo:hi]):
             cue = "several units in aggregate"
+    if cue is None:
+        cue = other_property(low, m.start(), m.end())
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if heading:  # a heading term with a floor ("DEDUCTIBLES") reads the table under it
@@ -944,6 +1173,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         return (None, *_title_factor(low, m.end()))
     factor, how = mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount, min_amount=t.min_amount, context=t.context,
                                    unless=t.unless)
+    if how == "plain" and t.priced and _REMEDY_PRICE.search(low):
+        return None, FACTOR_CONCRETE, "concrete"  # the report prices the remedy of what it found
     return None, factor, how
 
 

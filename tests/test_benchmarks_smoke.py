@@ -69,3 +69,11 @@ def test_embedding_backends_smoke(tmp_path):  # ~20 s: not marked slow
     res = data["results"]
     assert set(res) == {"torch", "onnx", "onnx-int8"} and all(r["best_chunks_per_s"] > 0 for r in res.values())
     assert res["onnx"]["cosine_vs_torch"]["min"] >= 0.9999 and res["onnx-int8"]["cosine_vs_torch"]["min"] >= 0.95
+
+
+def test_risk_probe_smoke(tmp_path):
+    data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
+    for name in ("set_a", "set_b", "set_c"):  # every set read, its excerpts counted as material or benign
+        total = data["results"][name]["all"]
+        assert total["material"] + total["benign"] == 10
+        assert 0 <= total["found"] <= total["material"] and 0 <= total["false_alarms"] <= total["benign"]

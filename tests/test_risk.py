@@ -111,6 +111,17 @@ def test_a_rate_does_not_hide_the_figures_beside_it(text, domain):
     assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
 
 
+@pytest.mark.parametrize(("span", "want"), [
+    ("reserve fund balance of $1,426,880 (2023 - $1,311,450) is held in gics", [1426880.0, 1311450.0]),
+    ("2024 - $88,600 closing", [88600.0]),
+    ("closing balance:  - $4,000", [-4000.0]),
+    ("closing balance: -$4,000", [-4000.0]),
+])
+def test_a_dash_between_a_label_and_its_amount_is_no_minus(span, want):
+    """A comparative year set off by spaced dashes ("(2023 - $1,311,450)") is a label, not a negative balance."""
+    assert parse_amounts(span) == want
+
+
 def test_a_signed_dollar_amount_is_read_once():
     assert parse_amounts("closing $-151,792", bare=True) == [-151792.0]
     assert parse_amounts("closing $ -4,000.00 and (3,100.00)", bare=True) == [-4000.0, -3100.0]
@@ -254,6 +265,166 @@ def test_a_discharge_still_to_come_does_not_neutralise():
     assert "builders_lien" in kinds(text, "title")
 
 
+@pytest.mark.parametrize("text", [
+    # a register's history: the instrument on one row, the discharge naming it on another
+    "HISTORICAL REGISTRATIONS\n201 334 560   02/06/2020   WRIT\n               CREDITOR - NORTHGATE FINANCE\n"
+    "211 018 227   19/01/2021   DISCHARGE OF WRIT\n               (DISCHARGES 201 334 560)",
+    # an instrument introduced by its number, the discharge below it
+    "Instrument 191 772 004 - CERTIFICATE OF LIS PENDENS\nFiled by: Stonebridge Paving Inc., Action No. 1901 22815\n"
+    "Instrument 201 006 118 - DISCHARGE\nDischarges: 191 772 004 in full",
+    # prose: the number first, the withdrawal after
+    "Tax notification 222 610 945 was withdrawn by the County on 2023-04-02 after payment.",
+    "Caveat 231 044 672 (claim of lien by Ridgeline Roofing, $18,300) has been discharged.",
+    # the number after "discharged by" is the discharging instrument's, not another instrument cleared
+    "192 405 338 caveat re: right of first refusal. Discharged by 222 017 450 on 2022/03/14.",
+    # a copy of the discharge itself, its title on top, the instrument it clears named in its body
+    "WITHDRAWAL OF CAVEAT\nTo the Registrar: Norma Estrada, caveator under Caveat No. 221 508 774 registered against\n"
+    "Lot 9, Block 2, Plan 0712345, withdraws the said caveat as to the whole of the lands.",
+    "COURT OF KING'S BENCH OF ALBERTA\nORDER - DISCHARGE OF LIEN ON PAYMENT INTO COURT\nThe lien registered as No. 241 "
+    "600 312 by Foothills Framing Inc. for $27,400.00 is discharged upon the security paid into Court.",
+])
+def test_an_instrument_a_discharge_names_by_number_is_benign(text):
+    """A later instrument that discharges, withdraws or cancels an earlier one by its registration number clears it,
+    wherever the two stand in the text."""
+    assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize("text", [
+    # still to come: an undertaking, a request, closing
+    "201 334 560   02/06/2020   WRIT\n   CREDITOR - NORTHGATE FINANCE   AMOUNT: $9,450.00\n"
+    "The vendor's solicitor undertakes to register a discharge of writ 201 334 560 after closing.",
+    "201 334 560   02/06/2020   WRIT\n   CREDITOR - NORTHGATE FINANCE   AMOUNT: $9,450.00\n"
+    "Request to withdraw the writ sent; a discharge of 201 334 560 will be registered on receipt of funds.",
+    # a partial discharge leaves the instrument on the rest of the land
+    "201 334 560   02/06/2020   BUILDERS' LIEN   AMOUNT: $22,900.00\n211 440 017   PARTIAL DISCHARGE OF 201 334 560 (LOT 4 ONLY)",
+    # the discharge names another instrument
+    "201 334 560   02/06/2020   BUILDERS' LIEN   AMOUNT: $22,900.00\n211 440 017   DISCHARGE OF 199 120 455",
+])
+def test_a_discharge_still_to_come_partial_or_of_another_instrument_clears_nothing(text):
+    """Nor does a partial discharge, a copy of one, or a statement of lien that only follows a discharge copy in the
+    same chunk (below)."""
+    assert kinds(text, "title") != (), risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("Taxes of $3,118.40 remain outstanding; interest runs until paid in full.", "tax"),
+    ("The arrears of $4,020.00 are not paid in full and the roll stays on the list.", "tax"),
+    ("Builders' lien 251 300 441 for $12,700.00 has not been discharged.", "title"),
+    ("Builders' lien 251 300 441 for $12,700.00 is not yet discharged.", "title"),
+])
+def test_a_negated_or_awaited_cue_does_not_neutralise(text, domain):
+    """"not paid in full", "until paid in full", "has not been discharged" say the opposite of the cue."""
+    assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize("text", [
+    "PARTIAL DISCHARGE OF BUILDERS' LIEN\nThe lien registered as No. 241 600 312 for $27,400.00 is discharged as to Lot 3 "
+    "only and remains registered against Lot 4.",
+    "DISCHARGE OF CAVEAT\nCaveat 221 508 774 is discharged.\n\n[current title search]\n251 330 207  08/05/2025  BUILDERS' LIEN\n"
+    "   LIENOR - SUMMIT ELECTRIC LTD.   AMOUNT: $14,120.00",
+])
+def test_a_discharge_copy_clears_only_its_own_instrument(text):
+    assert risk_signal(text, LEX, ["title"]).material, risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    # a tax certificate: its rows are facts, the footnote's "may" is about payments after the date of issue
+    ("TAX CERTIFICATE\nRoll: 30117745\nCurrent levy: $3,604.10\nArrears (prior years): $2,218.44\n"
+     "Payments received after the date of issue may not be shown on this certificate.", "tax"),
+    # an enforcement search: the writ on one row, its amount on another, the search's own caution above
+    ("WRITS SEARCH RESULT\nNote: an inexact match may also be reported; read the whole report\n"
+     "Registration Type: WRIT OF ENFORCEMENT\nAmount of Judgment: $23,905.40\nDebtor: VALE, ROSALIND", "title"),
+    # a zero read by the scan as letters is still a zero only when it is one: this balance is owing
+    ("ESTOPPEL CERTlFlCATE\nContributions owing ...... $O.OO\nSpecial levy (approved AGM Apr. l2, 2O25): balance owing $4,8OO.OO", "condo"),
+    # a levy in proportion to unit factor without the word "levy"
+    ("MOTION: that each owner pay, in proportion to unit factors, a one-time amount totalling $310,000 for the "
+     "parkade membrane, due June 1, 2026. CARRIED.", "condo"),
+    # an amount to the cent is a fact even in permissive wording
+    ("The owner may redeem the parcel by paying all tax arrears of $9,412.63 plus costs.", "tax"),
+    # a chargeback to the unit
+    ("The Board resolved that the owner of this unit be charged back the water damage deductible of $12,500.", "condo"),
+    # penalties charged: a fact
+    ("Penalties of 7% were added to the unpaid 2025 levy.", "tax"),
+])
+def test_facts_in_forms_and_plain_words_are_material(text, domain):
+    assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # findings in one sentence, the price of their remedy in another: the report is concrete
+    ("4.2 Parkade Level P1\nChloride testing and chain-drag survey found delaminated concrete over about 18% of the "
+     "slab soffit near drains.\nRecommendation: repair and apply a traffic membrane within two years.\n"
+     "Opinion of probable cost: $740,000 plus GST.", True),
+    ("Roof: moisture survey found wet insulation along the east parapet.\nThe contractor's repair estimate is $96,500.", True),
+    # the same findings without a price, or beside a reserve study's routine replacement cost, stay plain
+    ("Roof: moisture survey found wet insulation along the east parapet; monitoring is recommended.", False),
+    ("Component 7 - Parkade membrane. Condition: fair; some spalling at ramp edges.\nReplacement cost (2026 dollars): "
+     "$410,000; remaining life 9 years.", False),
+])
+def test_an_engineers_finding_is_concrete_when_the_report_prices_its_remedy(text, material):
+    """Engineers state what they found and what its remedy costs in different sentences: a structural finding is
+    concrete when the text prices its remedy (an opinion of probable cost, a budget or repair estimate); a reserve
+    study's replacement cost is the routine life cycle of a component, not such a price."""
+    assert ("structural_deficiency" in kinds(text, "condo")) is material, risk_signal(text, LEX, ["condo"])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("Minutes extract provided for the purchase of Unit 512.\n\n6. Collections: the owner of Unit 207 is four months "
+     "in arrears ($2,140.00); the Board instructed counsel to register a caveat against Unit 207.", "condo"),
+    ("Tax search, Roll 4410 2271 (the subject lot).\n\nThe arrears of $3,318.20 with penalties belong to Roll 4410 2275, "
+     "which is not the property in your transaction.", "tax"),
+    ("Roll 55120 (subject)  2025 levy paid in full, balance $0.00\n\nRoll 55121 (adjoining lot, kept by the vendor)\n"
+     "Arrears $1,904.66 including penalties", "tax"),
+    ("Our purchase is Lot 21. The certificate of lis pendens 251 220 904 is registered against Lot 22, next door.", "title"),
+])
+def test_a_risk_of_another_unit_lot_or_roll_is_not_this_deals(text, domain):
+    """Binders hold other units' minutes, other rolls' tax searches and the neighbour's title: when the text names the
+    property being bought and the risk's clause names another unit, lot or roll (or says it is not part of the sale),
+    it is not this buyer's risk."""
+    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    # the subject itself
+    ("Minutes extract provided for the purchase of Unit 512.\n\n6. Collections: the owner of Unit 512 is four months "
+     "in arrears ($2,140.00).", "condo"),
+    # no subject named: the other unit cannot be told from this one
+    ("6. Collections: the owner of Unit 207 is four months in arrears ($2,140.00).", "condo"),
+    # a subject of another kind says nothing about the roll
+    ("Tax search for Lot 9 (the subject lot).\n\nRoll 30112 arrears: $2,310.55 including penalties.", "tax"),
+])
+def test_the_subjects_own_risk_or_one_that_cannot_be_placed_stays(text, domain):
+    assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("TAX CERTIFICATE (OCR)\nArrears .......... $O.OO\nPenalties ........ $O\nBalance .......... $O.OO", "tax"),
+    ("On January 1 a penalty of 12% is added to all arrears.", "tax"),                    # a rate, the notice's terms
+    ("The deferral balance of $8,306.51 was repaid in full on 2025-03-01 and the account is closed.", "tax"),
+    ("The Board may charge back an insurance deductible to the owner whose unit caused the loss.", "condo"),
+    ("CERTIFICATE OF INSURANCE\nDeductibles:\n All risks ..... $5,000\n Water damage ..... $10,000\n"
+     "Commercial General Liability ..... $5,000,000\nFidelity ..... $250,000", "condo"),
+])
+def test_zeros_rates_repaid_bylaws_and_other_covers_are_not(text, domain):
+    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    ("4. SPECIAL LEVY - FITNESS ROOM\nA motion to raise $240,000 by special levy for a fitness room was put to the owners.\n"
+     "Votes in favour: 22 units\nVotes against: 51 units\nThe motion was defeated.", False),
+    ("A motion to raise $240,000 by special levy for a fitness room was put to the owners. A ballot was held. "
+     "In favour: 22 units. Against: 51 units. The motion was defeated.", False),
+    ("4. SPECIAL LEVY - FITNESS ROOM\nA motion to raise $240,000 by special levy for a fitness room was put to the owners.\n"
+     "Votes in favour: 58 units\nVotes against: 15 units\nThe motion was carried.", True),
+    # the next item's outcome is not this motion's
+    ("4. SPECIAL LEVY - ROOF\nA motion to raise $240,000 by special levy for the roof was put to the owners.\n"
+     "Votes in favour: 58 units\nVotes against: 15 units\n5. PET BYLAW\nThe proposed pet bylaw was defeated.", True),
+])
+def test_a_motion_takes_its_outcome_after_the_vote_count(text, material):
+    """Minutes give the motion, the count, then the outcome: the outcome decides the motion, up to the next item."""
+    assert ("special_levy" in kinds(text, "condo")) is material
+
+
 def test_clause_polarity_takes_the_nearest_verdict():
     low = normalise_ocr("The 2019 levy was fully collected; the owners approved a special levy of $5,000 per unit.")
     assert clause_polarity(low, low.index("special levy"), low.index("special levy") + 12) == "decided"
@@ -363,6 +534,18 @@ def test_a_deductible_is_an_owners_exposure_above_the_floor_catastrophe_perils_a
     assert ("insurance" in kinds(text, "condo")) is material
 
 
+@pytest.mark.parametrize(("text", "material"), [
+    ("CERTIFICATE OF INSURANCE\nBuilding limit: $41,750,000\nDeductibles: all perils $10,000; sewer backup $15,000\n"
+     "Liability limit: $10,000,000", False),
+    ("Building limit: $41,750,000\nDeductibles: all perils $10,000; water damage $50,000", True),
+    ("Deductibles:\nAll perils  $10,000\nWater damage  $60,000", True),
+])
+def test_a_deductible_line_reads_its_own_amounts_not_the_labels_around_it(text, material):
+    """A certificate lists one label per line: the building limit above and the liability limit below are not
+    deductibles. A deductible line without amounts reads the lines below it."""
+    assert ("insurance" in kinds(text, "condo")) is material, risk_signal(text, LEX, ["condo"])
+
+
 # --------------------------------------------------------------------------- what the clause states, not its keywords
 
 
@@ -397,6 +580,38 @@ def test_a_deficiency_found_is_material_a_possible_one_is_not(text, material):
 
 
 # --------------------------------------------------------------------------- registrations
+
+
+@pytest.mark.parametrize(("text", "domain", "kind"), [
+    ("15. Legal proceedings involving the Corporation: Action No. 2501 10774, Singh v. Condominium Corporation "
+     "No. 0512339, a claim for water damage to Unit 5.", "condo", "litigation"),
+    ("The Corporation is a party to a legal action (Court File 2404-18833) brought by its former roofing contractor.",
+     "condo", "litigation"),
+    ("Amount owing by the owner of the unit to the Corporation: $1,734.50 (unpaid contributions for May to July).",
+     "condo", "arrears"),
+    ("Unpaid contributions of this unit at the date of this certificate: $962.00", "condo", "arrears"),
+    ("The parcel was placed on the municipality's tax arrears list on March 31, 2025.", "tax", "tax_lien"),
+    ("252 301 118   22/07/2025   ORDER\n   RE : RESTRAINING DEALINGS\n   COURT OF KING'S BENCH ACTION 2501 06611", "title",
+     "litigation"),
+])
+def test_risks_in_the_words_estoppel_tax_and_court_documents_use(text, domain, kind):
+    """A court file named by its number makes a suit concrete; an estoppel certificate's "amount owing" and "unpaid
+    contributions", the tax arrears list and a tax sale by public auction, and an order restraining dealings with the
+    land are risks without the usual keywords."""
+    assert kind in kinds(text, domain), risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("Amount owing by the owner of the unit to the Corporation: $0.00", "condo"),
+    ("Unpaid contributions: nil", "condo"),
+    ("No legal action involving the Corporation is pending or threatened.", "condo"),
+    ("The action (Action No. 2201 40218) against the Corporation was dismissed on consent in 2023.", "condo"),
+    ("The parcel is not on the tax arrears list.", "tax"),
+    ("The parcel was removed from the tax arrears list after payment on 2025-02-11.", "tax"),
+    ("Roll 4401 22871: current taxes are due June 30; penalties apply to unpaid amounts after that date.", "tax"),
+])
+def test_their_cleared_and_routine_forms_are_not(text, domain):
+    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
 
 
 @pytest.mark.parametrize("text", [
