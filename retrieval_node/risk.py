@@ -998,6 +998,7 @@ _AWAITED = re.compile(r"\b(?:to|will|shall|must|undertak\w*|request\w*|pending|a
 _PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bas to part\b|\bportion\b")
 
 
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
 def cleared_registrations(text: str) -> frozenset[str]:
     """Registration numbers the text says a discharge, withdrawal or cancellation has cleared (digits only)."""
     out: set[str] = set()
@@ -1023,6 +1024,7 @@ _CLEARING_TITLE = re.compile(
 _NEXT_DOCUMENT = re.compile(r"^(?:\[|certificate of title|land title certificate|encumbrances|registered owner|current title)", re.M)
 
 
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
 def clearing_instrument(text: str) -> tuple[int, int] | None:
     """``[lo, hi)`` of a copy of a discharge or withdrawal that opens the text (its title among the first three lines):
     every mention in it is of the instrument it clears."""
@@ -1060,6 +1062,7 @@ def _id(kind: str, number: str) -> tuple[str, str]:
     return ("unit" if kind == "suite" else kind), re.sub(r"[\s-]", "", number).lstrip("0")
 
 
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
 def subject_properties(text: str) -> frozenset[tuple[str, str]]:
     """The units, lots and rolls the text names as the property being bought."""
     out: set[tuple[str, str]] = set()
