@@ -411,7 +411,8 @@ def _is_row(line: str, offset: int | None = None) -> bool:
 def _heading_lines(original: str) -> set[str]:
     """Upper-case lines that list categories ("ENCUMBRANCES, LIENS & INTERESTS"), with no amount or instrument number."""
     out = set()
-    for line in original.splitlines():
+    joined = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", original)  # a heading hyphenated across lines, as normalise_ocr joins it
+    for line in joined.splitlines():
         stripped = line.strip(" -=*#\t")
         if not stripped.isupper():  # fast exit: a lower-case letter, or no cased letter at all, is never a heading
             continue
@@ -801,7 +802,7 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
 #: A court file number named as such ("Action No. 2403 08826", "Court File 2201-04471"): the suit's own number.
-_COURT_FILE = re.compile(r"\b(?:action|court file|file|claim)(?: no\.?| number)?:?\s*\d{4}[ -]\d{5}\b")
+_COURT_FILE = re.compile(_ocr_tolerant(r"\b(?:action|court file|file|claim)(?: no\.?| number)?:?\s*\d{4}[ -]\d{5}\b"))
 _AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b(?! ?%)|\b\d+(?:\.\d+)? ?%")
 #: A percentage that is a rate ("2% per month", "interest at 18%", "5% of the amount owing") or a voting threshold
 #: ("75% of the unit factors") is a term of a bylaw or contract, not a measurement of this deal: it does not make a

@@ -614,6 +614,17 @@ def test_their_cleared_and_routine_forms_are_not(text, domain):
     assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
 
 
+def test_a_court_file_number_is_read_through_ocr_and_a_hyphenated_heading_names_no_lien():
+    """"Actlon No. 2403 08826" is the same court file; "ENCUMBRANCES, LIENS & INTE-/RESTS" broken across lines is
+    still the register's heading, not a lien."""
+    suit = "Particulars: Actlon No. 2311 40672, Brar v. Condominium Corporation No. 0411223, a claim for flood damage."
+    assert "litigation" in kinds(suit, "condo")
+    register = ("ENCUMBRANCES, LIENS & INTE-\nRESTS\n151 204 388  11/08/2015  MORTGAGE\nMORTGAGEE - ATB FINANCIAL.\n"
+                "ORIGINAL PRINCIPAL AMOUNT: $312,000")
+    assert kinds(register, "title") == ()
+
+
+
 @pytest.mark.parametrize("text", [
     "262 017 330   19/01/2026     LIEN\n                PURSUANT TO PROMPT PAYMENT AND CONSTRUCTION LIEN ACT\n"
     "                LIENOR - NORTHRIDGE ELECTRIC LTD.\n                AMOUNT: $8,2O4",
