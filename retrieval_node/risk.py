@@ -1099,6 +1099,13 @@ def other_property(text: str, start: int, end: int) -> str | None:
     return None
 
 
+#: The text says the caveat is the buyer's own, registered to protect this purchase ("caveators are our purchaser
+#: clients", "registered by our office ... on behalf of our clients"): it falls away on the transfer.
+_OWN_CAVEAT = re.compile(
+    r"\bcaveators? (?:are|is) our (?:purchaser |buyer )?clients?\b"
+    r"|\bregistered by (?:our office|us|this office)\b[^.;]{0,60}?\bon behalf of (?:our|the) (?:purchaser |buyer )?(?:clients?|purchasers?|buyers?)\b")
+
+
 def registration_age(text: str, start: int) -> int | None:
     """Years between the registration on the term's line (its date, or else the year that opens an Alberta
     registration number: "982 114 556" is 1998) and the newest date anywhere in the text; None when either is missing."""
@@ -1168,6 +1175,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
             cue = "several units in aggregate"
     if cue is None:
         cue = other_property(low, m.start(), m.end())
+    if cue is None and t.kind == "caveat" and _OWN_CAVEAT.search(low):
+        cue = "the purchaser's own caveat"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if heading:  # a heading term with a floor ("DEDUCTIBLES") reads the table under it

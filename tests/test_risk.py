@@ -614,6 +614,20 @@ def test_their_cleared_and_routine_forms_are_not(text, domain):
     assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
 
 
+@pytest.mark.parametrize(("text", "material"), [
+    ("261 004 872  14/01/2026  CAVEAT\n   RE : PURCHASER'S INTEREST\n   CAVEATOR - DMITRI OSEI\n"
+     "(Our note: the caveator, an earlier buyer whose contract the vendor ended, has been asked by our clients to withdraw.)", True),
+    ("261 004 872  14/01/2026  CAVEAT\n   RE : PURCHASER'S INTEREST\n   CAVEATOR - DMITRI OSEI\n"
+     "(Our note: caveators are our purchaser clients; the caveat is withdrawn on registration of the transfer.)", False),
+    ("Caveat 261 004 872 (purchaser's interest) was registered by our office on January 14 on behalf of our clients, "
+     "the buyers, while closing was delayed.", False),
+])
+def test_the_buyers_own_caveat_is_routine_only_when_the_text_says_so(text, material):
+    """A caveat protecting a purchaser's interest is a risk (someone else says they bought the land) unless the text
+    says the caveators are the buyers in this deal; an earlier buyer's caveat stays a risk."""
+    assert ("caveat" in kinds(text, "title")) is material, risk_signal(text, LEX, ["title"])
+
+
 def test_a_court_file_number_is_read_through_ocr_and_a_hyphenated_heading_names_no_lien():
     """"Actlon No. 2403 08826" is the same court file; "ENCUMBRANCES, LIENS & INTE-/RESTS" broken across lines is
     still the register's heading, not a lien."""
