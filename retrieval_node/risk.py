@@ -54,8 +54,9 @@ _CONFUSABLE_VERDICT = {**_CONFUSABLE, "m": "(?:m|rn)"}
 
 
 #: OCR letters read inside a run of digits: O/o for 0, l/I/| for 1, S for 5 ("$1,86O.42", "$l,250.00", "2O24").
-_DIGIT_FIX = str.maketrans({"o": "0", "l": "1", "i": "1", "|": "1", "s": "5"})
-_DIGIT_RUN = re.compile(r"(?<![a-z0-9])(?:[0-9oli|]|s(?=[0-9]))(?:[0-9oli|]|s(?=[0-9oli|])|[,.](?=[0-9oli|]))*(?![a-z0-9])")
+_DIGIT_FIX = str.maketrans({"o": "0", "l": "1", "i": "1", "s": "5"})
+#: a "|" is a table's rule, never read as a 1 ("|0.00|" is a zero cell, not 10.001)
+_DIGIT_RUN = re.compile(r"(?<![a-z0-9])(?:[0-9oli]|s(?=[0-9]))(?:[0-9oli]|s(?=[0-9oli])|[,.](?=[0-9oli]))*(?![a-z0-9])")
 
 
 #: a zero amount read as letters after "$" ("$O.OO", "$O")
@@ -73,7 +74,7 @@ def _repair_digits(low: str) -> str:
         after_dollar = low[max(0, m.start() - 2):m.start()].strip().endswith("$")
         if digits >= 2 or (digits >= 1 and (after_dollar or _PERCENT_AFTER.match(low, m.end()))):
             return tok.translate(_DIGIT_FIX)
-        if digits == 1 and len(tok) >= 2 and not re.search(r"[s,.]", tok):
+        if digits == 1 and len(tok) >= 2 and not re.search(r"[s,.|]", tok):
             return tok.translate(_DIGIT_FIX)  # "l8", "2l", "1O": one digit and an OCR letter are a number ("Apr. l8, 2O24")
         if digits == 0 and after_dollar and _ZERO_AMOUNT.fullmatch(tok):
             return tok.translate(_DIGIT_FIX)  # "$O.OO", "$O": a zero read as letters
@@ -246,8 +247,8 @@ def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
         except ValueError:
             continue
         minus = m.group(2)
-        if minus and not m.group(1) and re.search(r"[\w)]\s$", span[max(0, m.start() - 2):m.start()]) and minus.endswith(" "):
-            minus = None  # "(2023 - $1,311,450)": a dash between a label and its amount, set off by single spaces, is no sign
+        if minus and not m.group(1) and re.search(r"\b(?:19|20)\d{2}\s$", span[max(0, m.start() - 6):m.start()]) and minus.endswith(" "):
+            minus = None  # "(2023 - $1,311,450)": a dash between a comparative year and its amount is no sign
         negative = bool(minus or m.group(3) or (m.group(1) and m.group(5)))
         out.append(-value if negative else value)
     if bare:
@@ -266,6 +267,7 @@ def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
 _ZERO_CELL = re.compile(
     r"(?:\(?-?\$ ?0(?:[.,]0+)?\)?|0(?:\.0+)?|[-\u2013\u2014_]+|nil|none|n/?a|no|nothing|not (?:yet )?(?:enrolled|applicable|registered|levied))"
     r"(?: (?:on (?:the )?roll|registered|recorded|owing|outstanding|due|to report))?"
+    r"(?: (?:as (?:at|of)|at) [a-z0-9 ,/-]{4,20})?"   # "NIL as at 2025-10-01", "$0.00 as of Oct. 1, 2025"
 )
 _ROW_SEPARATOR = re.compile(r"(?:\s*\.{2,}\s*|\s*:\s*|  +| (?=[$\-\u2013\u2014]|\(\$|\(\d|\d[\d,]*\.\d{2}(?![\d%])))")
 
@@ -356,8 +358,9 @@ _BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
 
 
 _END_CANDIDATE = re.compile(r"[.;](?=\s)|\n\s*\n")
-_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max",
-                            "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"})
+_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max"})
+#: a month's abbreviation ends no sentence when a day follows ("Apr. 18, 2024"); "paid in full in Dec. Arrears ..." does
+_MONTHS = frozenset({"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"})
 
 
 @lru_cache(maxsize=512)
@@ -374,7 +377,7 @@ def sentence_ends(text: str) -> tuple[int, ...]:
             word = re.search(r"([a-z.]+|[0-9]+)$", text[max(0, m.start() - 12):m.start()])
             if word:
                 w = word.group(1)
-                if w in _ABBREVIATIONS:
+                if w in _ABBREVIATIONS or (w in _MONTHS and re.match(r"\s{1,2}[0-9oli]{1,2}\b", text[m.end():m.end() + 5])):
                     continue
                 if w.isdigit() and len(w) <= 2 and text[max(0, m.start() - len(w) - 1):m.start() - len(w)] in ("", "\n", "("):
                     continue
@@ -397,6 +400,8 @@ def _line_bounds(text: str, pos: int) -> tuple[int, int]:
 
 #: A line is read as one row of a table or form (below); prose lines are read by their sentence only.
 _TABULAR_LINE = re.compile(r"\.{3,}|\||\S  +\S|\b\d{3} ?\d{3} ?\d{3}\b")
+#: a form's row: dotted leaders or table pipes (a column gap alone may be justified prose)
+_FORM_ROW = re.compile(r"\.{3,}|\|")
 
 
 def _is_row(line: str, offset: int | None = None) -> bool:
@@ -568,7 +573,7 @@ _CLOSED = re.compile(_ocr_tolerant(
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
     r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|(?:re)?paid (?:in full|out|off)|repaid|cleared"
     r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges"
-    r"|dismissed|discontinued|removed from(?= (?:the )?(?:title|register|[a-z ]{0,20}list))|satisfied in full|(?:has|have|had) satisfied"
+    r"|dismissed|discontinued|concluded by settlement|settled out of court|(?:action|claim|lawsuit|suit) (?:was |has been )?settled|removed from(?= (?:the )?(?:title|register|[a-z ]{0,20}list))|satisfied in full|(?:has|have|had) satisfied"
     r"|(?:judgment|debt|claim|lien|writ|arrears)(?: was| has been| were| have been)? satisfied)\b"
 ))
 _ACTS = (r"(?:approved|passed|adopted|resolved|levied|imposed|issued|filed|commenced|served|commissioned|sued|placed|added|charged|applied"
@@ -592,14 +597,22 @@ def clause_polarity(text: str, start: int, end: int) -> str | None:
         # a motion, then its outcome: "... levy $1,200 per unit. The motion was DEFEATED.", also after the vote count
         # ("A ballot was held: / In favour: 31 units / Opposed: 46 units / The resolution was defeated."), up to the next
         # numbered item of the minutes
-        item = _NEXT_ITEM.search(text, hi, min(len(text), hi + _MOTION_REACH))
-        verdict = _first_verdict(text, hi, item.start() if item else min(len(text), hi + _MOTION_REACH))
+        stop = min(len(text), hi + _MOTION_REACH)
+        for ender in (_NEXT_ITEM, _NEXT_HEADING, _DEFERRED):
+            found = ender.search(text, hi, stop)
+            if found:
+                stop = found.start()
+        verdict = _first_verdict(text, hi, stop)
     return verdict
 
 
 #: How far after a motion its outcome is looked for (characters), and what ends the search: the next numbered item.
 _MOTION_REACH = 600
 _NEXT_ITEM = re.compile(r"\n\s*(?:\d{1,2}(?:\.\d{1,2})?[.)]|\(?[a-h]\))\s+\S")
+#: a blank line, then a short line without a full stop: the minutes' next heading ("PET BYLAW", "Parking")
+_NEXT_HEADING = re.compile(r"\n\s*\n[^\n.:]{2,40}\n")
+#: the motion was put off: its outcome is not in this text
+_DEFERRED = re.compile(r"\b(?:deferred|tabled|postponed|adjourned)\b")
 
 
 def _first_verdict(text: str, lo: int, hi: int) -> str | None:
@@ -802,14 +815,14 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
 #: A court file number named as such ("Action No. 2403 08826", "Court File 2201-04471"): the suit's own number.
-_COURT_FILE = re.compile(_ocr_tolerant(r"\b(?:action|court file|file|claim)(?: no\.?| number)?:?\s*\d{4}[ -]\d{5}\b"))
+_COURT_FILE = re.compile(_ocr_tolerant(r"\b(?:action|court file|claim)(?: no\.?| number)?:?\s*\d{4}[ -]\d{5}\b"))
 _AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b(?! ?%)|\b\d+(?:\.\d+)? ?%")
 #: A percentage that is a rate ("2% per month", "interest at 18%", "5% of the amount owing") or a voting threshold
 #: ("75% of the unit factors") is a term of a bylaw or contract, not a measurement of this deal: it does not make a
 #: mention concrete. A measurement ("section loss of up to 40%", "the fund is 38% funded") does.
 _RATE_AFTER = re.compile(
     r"\s*(?:(?:per|a|each|every)\s+(?:month|annum|year|day|week|quarter)\b|p\.a\.|annually\b|monthly\b|daily\b|compounded\b"
-    r"|of (?:the |all |any |such )?(?:unit factors?|owners|votes|voting|eligible|persons|members|those)\b"
+    r"|of (?:the |all |any |such )?(?:unit factors?|owners|votes cast|votes|voting|eligible voters)\b"
     r"|of (?:the|any|such) (?:amounts?|balances?|sums?)\b)")
 _RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge|penalty|penalties)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
 
@@ -829,8 +842,8 @@ _DATE = re.compile(
     r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
 )
 #: "may" the modal, not the month: "May 2, 2026", "for May to July", "since May"
-_MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )(?<!\band )"
-        r"(?<!\bearly )(?<!\blate )(?<!\bmid-)may(?!,?\s*\d)")
+_MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )"
+        r"(?<!\bearly )(?<!\blate )(?<!\bmid-)(?<!april and )(?<!march and )may(?!,?\s*\d)")
 _MODAL = re.compile(r"\b(?:" + _MAY + r"|shall|would|if|any|such|where|in the event|from time to time|unless|whether|provided that)\b")
 
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
@@ -883,7 +896,7 @@ def _full_stop_clause(text: str, start: int, end: int) -> str:
 
 #: A row that names another line of an insurance certificate (a limit, a liability cover, the policy's particulars):
 #: the list under a "Deductibles" heading has ended.
-_OTHER_COVER = re.compile(r"\b(?:liability|limit|fidelity|directors|replacement cost|premium|policy|insured|insurer|appraisal|property \()")
+_OTHER_COVER = re.compile(r"\b(?:liability|limit|fidelity|directors|replacement cost|premium|insurer|appraisal|property \()")
 
 
 def _table_below(text: str, end: int, max_lines: int = 10) -> str:
@@ -921,7 +934,8 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     # the wording that can make the mention generic: its sentence, but a form's row ("Arrears (2023 and prior): $3,905.12")
     # is a clause of its own: "amounts paid after the date of issue may not be reflected" at the foot of the form does
     # not make its rows hypothetical
-    sentence = line if row and lhi - llo < hi - lo else text[lo:hi]
+    form_row = row and (_FORM_ROW.search(line) is not None or re.match(r"\s*[^.:\n]{1,40}:", line) is not None)
+    sentence = line if form_row and lhi - llo < hi - lo else text[lo:hi]
     if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
             term_pattern(u).search(s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
@@ -930,7 +944,9 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
             return FACTOR_GENERIC, "generic"
         return (FACTOR_CONCRETE, "concrete") if _amounts_beyond((_full_stop_clause(text, start, end),), min_amount) else (FACTOR_PLAIN, "plain")
     own = _OWN_AMOUNT.match(text, end, min(hi, end + 40))
-    if own and not _CONDITIONAL.search(sentence) and (not _NORMATIVE.search(sentence) or _CENTS.match(text, own.end() - 1)):
+    modal = _NORMATIVE.search(sentence)
+    if own and not _CONDITIONAL.search(sentence) and (
+            not modal or (_CENTS.match(text, own.end() - 1) and lo + modal.start() < start and not re.search(r"\bany\b", sentence))):
         # "a credit facility of up to $1,000,000": the instrument names its own amount; an amount to the cent is a fact
         # even in permissive wording ("the owner may redeem the parcel by paying all tax arrears of $14,022.80")
         return FACTOR_CONCRETE, "concrete"
@@ -993,9 +1009,15 @@ _CLEARS_NUMBER = re.compile(
     r"\b(?:discharges?|discharge of|withdrawal of|withdraws|cancell?ation of|cancels|discharging)\b([^.;\n]{0,40}?)"
     r"(\d{3} ?\d{3} ?\d{3})\b")
 _NUMBER_CLEARED = re.compile(
-    r"(\d{3} ?\d{3} ?\d{3})\b[^.;\n]{0,80}?\b(?:was|were|has been|have been)\s+(?:fully\s+)?"
-    r"(?:discharged|withdrawn|cancell?ed|removed|released)\b")
-_AWAITED = re.compile(r"\b(?:to|will|shall|must|undertak\w*|request\w*|pending|awaiting|obtain|provide|deliver|upon|before|after)\b[^.;\n]{0,30}$")
+    r"(\d{3} ?\d{3} ?\d{3})\b(?:(?!\b(?:although|though|while|but|and|after|when|because|since|once|if|until)\b)[^.;\n]){0,40}?"
+    r"\b(?:was|were|has been|have been)\s+(?:fully\s+)?(?:discharged|withdrawn|cancell?ed|removed (?:by|from))\b")
+#: before a discharge word: it is still to come, wanted or missing ("undertakes to register a discharge of", "No discharge
+#: of ... has been registered", "has not obtained a discharge of", "Requisition: discharge of ... required")
+_AWAITED = re.compile(r"\b(?:to|will|shall|must|undertak\w*|request\w*|requisition\w*|pending|awaiting|obtain\w*|provide|deliver"
+                      r"|no|not|never|without|missing|outstanding|require\w*)\b[^.;\n]{0,30}$")
+#: after the discharge and its number: still to come or wanted ("... required prior to closing", "... will be registered")
+_AWAITED_AFTER = re.compile(r"^[^.;\n]{0,40}?\b(?:will|is to|to be|shall|required|requested|needed|pending|outstanding|on closing"
+                            r"|after closing|prior to closing|before closing|has not|have not|is not|not yet|must)\b")
 _PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bas to part\b|\bportion\b")
 
 
@@ -1005,8 +1027,9 @@ def cleared_registrations(text: str) -> frozenset[str]:
     out: set[str] = set()
     for m in _CLEARS_NUMBER.finditer(text):
         around = text[max(0, m.start() - 40):m.start()] + m.group(1) + text[m.end():m.end() + 40]
-        if _AWAITED.search(text[max(0, m.start() - 40):m.start()]) or _PARTIAL.search(around) or re.search(
-                r"^\s*(?:will|is to|to be|shall|upon|on closing|after closing)\b", text[m.end():m.end() + 30]):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if (_AWAITED.search(text[max(line_start, m.start() - 40):m.start()]) or _PARTIAL.search(around)
+                or _AWAITED_AFTER.search(text[m.end():m.end() + 60]) or re.search(r"\b(?:pending|required|requested)\b", m.group(1))):
             continue
         out.add(_digits(m.group(2)))
     for m in _NUMBER_CLEARED.finditer(text):
@@ -1018,11 +1041,12 @@ def cleared_registrations(text: str) -> frozenset[str]:
 #: The title of an instrument that clears another: "DISCHARGE OF LIEN", "WITHDRAWAL OF CAVEAT", "ORDER - DISCHARGE OF
 #: LIEN UPON PAYMENT INTO COURT" (not a partial discharge).
 _CLEARING_TITLE = re.compile(
-    r"^(?:[a-z' -]*?[ -])?(?<!partial )(?:discharge|withdrawal|cancellation|release) of (?:the |said )?(?:[a-z']+ ){0,2}?"
+    r"^(?:(?:order|form \d+|copy of)\s*[-:\u2013]?\s*)?(?:discharge|withdrawal|cancellation) of (?:the |said )?(?:[a-z']+ ){0,2}?"
     r"(?:lien|caveat|writ|mortgage|lis pendens|tax notification|notification|judgment)s?\b")
 #: What ends the clearing instrument's copy in a chunk: another document appended ("[current title search ...]", a
 #: certificate of title, a register's section).
-_NEXT_DOCUMENT = re.compile(r"^(?:\[|certificate of title|land title certificate|encumbrances|registered owner|current title)", re.M)
+_NEXT_DOCUMENT = re.compile(r"^(?:\[|certificate|land title|encumbrances|registered owner|current title|estoppel|tax |notice|minutes"
+                            r"|statement|report|search|information|schedule|page \d)", re.M)
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
@@ -1052,58 +1076,86 @@ _SUBJECT = re.compile(
     + r"|\b(?:purchase|sale|acquisition) of (?:the )?(unit|suite|lot|roll)\s*" + _ID
     + r"|\b(?:our|the|this) (?:purchase|sale|transaction|file|property) is (?:for )?(?:the )?(unit|suite|lot|roll)\s*" + _ID
     + r"|\b(unit|suite|lot|roll)\s*" + _ID + r"\s*\((?:the )?subject\b")
-#: Said outright of the clause's property: not the one being bought.
-_NOT_THIS_PROPERTY = re.compile(
-    r"\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
-    r"(?:this|the|your|our) (?:sale|transaction|purchase|deal|file)\b|\bnext door\b"
-    r"|\b(?:neighbou?ring|adjacent|adjoining) (?:lot|unit|property|roll|parcel|title)\b")
+#: Further properties bought together ("purchase of Unit 305 and parking Unit 88").
+_ALSO = re.compile(r"\s*(?:,|and|&)\s*(?:(?:titled |parking |storage )?(unit|suite|lot|roll)\s*)?" + _ID)
+#: A designator labelled as not the one being bought: "Roll 3028815 (adjacent Lot 8 - NOT included in this sale)",
+#: "Lot 22, next door", "roll 2208 3317 ..., which is not the property in your transaction".
+_EXCLUDED_AFTER = re.compile(
+    r"[^.;\n]{0,60}?(?:\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
+    r"(?:this|the|your|our) (?:sale|transaction|purchase|deal|file)\b|\bnext door\b|\((?:the )?(?:adjacent|adjoining|neighbou?ring)\b)")
+_EXCLUDED_BEFORE = re.compile(r"\b(?:adjacent|adjoining|neighbou?ring|next-door)\s+$")
+#: After the term, the clause's own property is its object: "is on LOT 14", "belongs to roll 2208 3317".
+_OBJECT_DESIGNATOR = re.compile(r"(?:[^.;\n]|(?<=\d)\.(?=\d)){0,60}?\b(?:on|to|against|of|for|under)\s+(?:the\s+)?(?=(?:unit|suite|lot|roll)s?\b)")
 
 
 def _id(kind: str, number: str) -> tuple[str, str]:
-    return ("unit" if kind == "suite" else kind), re.sub(r"[\s-]", "", number).lstrip("0")
+    return kind, re.sub(r"[\s-]", "", number).lstrip("0")
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
 def subject_properties(text: str) -> frozenset[tuple[str, str]]:
-    """The units, lots and rolls the text names as the property being bought."""
+    """The units, suites, lots and rolls the text names as the property being bought."""
     out: set[tuple[str, str]] = set()
     for m in _SUBJECT.finditer(text):
         groups = [g for g in m.groups() if g is not None]
-        out.add(_id(groups[0], groups[1]))
+        kind = groups[0]
+        out.add(_id(kind, groups[1]))
+        pos = m.end()
+        while (also := _ALSO.match(text, pos)) is not None:
+            out.add(_id(also.group(1) or kind, also.group(2)))
+            pos = also.end()
+    return frozenset(out)
+
+
+@lru_cache(maxsize=16)
+def _excluded_properties(text: str) -> frozenset[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for d in _DESIGNATOR.finditer(text):
+        if _EXCLUDED_AFTER.match(text, d.end()) or _EXCLUDED_BEFORE.search(text, max(0, d.start() - 20), d.start()):
+            out.add(_id(d.group(1), d.group(2)))
     return frozenset(out)
 
 
 def other_property(text: str, start: int, end: int) -> str | None:
-    """``"another property"`` when the mention's clause is about a unit, lot or roll other than the one the text names as
-    the property being bought ("Unit 108 is five months in arrears" in minutes sent for the sale of Unit 304), or says
-    outright that its property is not the one in this sale ("adjacent Lot 8 - not included in this sale"); else None.
-    The clause: its sentence, within its paragraph."""
+    """``"another property"`` when the mention's clause is about a unit, suite, lot or roll that the text labels as not
+    the one being bought ("adjacent Lot 8 - not included in this sale"), or other than the one the text names as
+    bought ("Unit 108 is five months in arrears" in minutes sent for the sale of Unit 304); else None.
+
+    The clause's property: the last one named before the term in its sentence, within its paragraph, else the one the
+    clause is about after the term ("... is on LOT 14"). A suite number is not a legal unit number: each kind is
+    compared with its own."""
     lo, hi = _sentence_bounds(text, start)
     para_lo = text.rfind("\n\n", 0, start)
     para_hi = text.find("\n\n", end)
-    lo, hi = max(lo, para_lo + 2 if para_lo != -1 else 0), min(hi, para_hi if para_hi != -1 else len(text))
-    block_lo = para_lo + 2 if para_lo != -1 else 0
-    if _NOT_THIS_PROPERTY.search(text, block_lo, para_hi if para_hi != -1 else len(text)):
-        return "another property"
-    subjects = subject_properties(text)
-    if not subjects:
-        return None
-    before = [d for d in _DESIGNATOR.finditer(text, lo, start)]
-    named = before[-1] if before else _DESIGNATOR.search(text, end, hi)
+    lo = max(lo, para_lo + 2 if para_lo != -1 else 0)
+    hi = min(hi, para_hi if para_hi != -1 else len(text))
+    before = list(_DESIGNATOR.finditer(text, lo, start))
+    named = before[-1] if before else None
+    if named is None:
+        obj = _OBJECT_DESIGNATOR.match(text, end, hi)
+        named = _DESIGNATOR.match(text, obj.end()) if obj else None
     if named is None:
         return None
-    kind, number = _id(named.group(1), named.group(2))
-    same_kind = {n for k, n in subjects if k == kind}
-    if same_kind and number not in same_kind:
+    ident = _id(named.group(1), named.group(2))
+    if ident in _excluded_properties(text):
+        return "another property"
+    same_kind = {n for k, n in subject_properties(text) if k == ident[0]}
+    if same_kind and ident[1] not in same_kind:
         return "another property"
     return None
 
 
 #: The text says the caveat is the buyer's own, registered to protect this purchase ("caveators are our purchaser
 #: clients", "registered by our office ... on behalf of our clients"): it falls away on the transfer.
-_OWN_CAVEAT = re.compile(
+_OWN_CAVEAT = re.compile(_ocr_tolerant(
     r"\bcaveators? (?:are|is) our (?:purchaser |buyer )?clients?\b"
-    r"|\bregistered by (?:our office|us|this office)\b[^.;]{0,60}?\bon behalf of (?:our|the) (?:purchaser |buyer )?(?:clients?|purchasers?|buyers?)\b")
+    r"|\bregistered by (?:our office|us|this office)\b[^.;]{0,60}?\bon behalf of (?:our|the) (?:purchaser |buyer )?(?:clients?|purchasers?|buyers?)\b"))
+
+
+def _named_in_body(text: str, span: tuple[int, int]) -> frozenset[str]:
+    """Registration numbers a discharge copy names as what it clears: in its body's first sentences (not rows below)."""
+    lo, hi = span
+    return frozenset(_digits(n.group(0)) for n in _REGISTRATION.finditer(text, lo, min(hi, lo + 600)))
 
 
 def registration_age(text: str, start: int) -> int | None:
@@ -1133,6 +1185,23 @@ _REMEDY_PRICE = re.compile(
     r"(?:cost|estimate|budget)s?|cost to (?:repair|remediate))\b[^.\n]{0,60}?\$\s*\d")
 
 
+#: Dollars: a remedy priced at less is upkeep ("repair estimate for the lobby carpet: $8,500"), not a deficiency's cost.
+PRICED_FLOOR = 50_000.0
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def remedy_price(text: str) -> float:
+    """The largest price of a remedy the text states (0 when none): "Budget estimate: $1.6 to $1.9 million" is 1.9 M."""
+    best = 0.0
+    for m in _REMEDY_PRICE.finditer(text):
+        tail = text[m.end() - 1:m.end() + 40]
+        for a in re.finditer(r"(\d[\d,]*(?:\.\d+)?)\s*(million|m\b|k\b)?", tail):
+            value = float(a.group(1).replace(",", "") or 0)
+            value *= 1_000_000 if a.group(2) in ("million", "m") else 1_000 if a.group(2) == "k" else 1
+            best = max(best, value)
+    return best
+
+
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
@@ -1160,7 +1229,9 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     if cue is None:
         cleared = clearing_instrument(low)
         if cleared is not None and cleared[0] <= m.start() < cleared[1]:
-            cue = "discharge instrument"
+            own = own_registration(low, m.start(), m.end())  # a row of another instrument below the copy's body is not cleared
+            if own is None or own in _named_in_body(low, cleared):
+                cue = "discharge instrument"
     if cue is None and not heading and _REGISTRATION.search(low):
         number = own_registration(low, m.start(), m.end())
         if number is not None and number in cleared_registrations(low):
@@ -1186,7 +1257,7 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         return (None, *_title_factor(low, m.end()))
     factor, how = mention_factor(low, m.start(), m.end(), needs_amount=t.needs_amount, min_amount=t.min_amount, context=t.context,
                                    unless=t.unless)
-    if how == "plain" and t.priced and _REMEDY_PRICE.search(low):
+    if how == "plain" and t.priced and remedy_price(low) >= PRICED_FLOOR:
         return None, FACTOR_CONCRETE, "concrete"  # the report prices the remedy of what it found
     return None, factor, how
 

@@ -799,3 +799,80 @@ def test_new_term_fields_validate():
     assert not lex.only_kinds(["insurance"]).owner_assessment_detector
     with pytest.raises(ValueError):
         RiskLexicon.model_validate({"domains": {"condo": {"terms": [{"term": "deductible", "min_amount": -1}]}}})
+
+
+# --------------------------------------------------------------------------- review of the rules from the probe sets
+# Each case below was a way the first version of those rules hid a risk or raised a false one.
+
+LIEN_ROW = "251 330 207   08/05/2025   BUILDERS' LIEN\n   LIENOR - SUMMIT ELECTRIC LTD.   AMOUNT: $14,120.00\n"
+
+
+@pytest.mark.parametrize(("text", "domain", "kind"), [
+    # a discharge that is missing, wanted or still to come clears nothing
+    (LIEN_ROW + "No discharge of 251 330 207 has been registered.", "title", "builders_lien"),
+    (LIEN_ROW + "REQUISITIONS\n1. Discharge of 251 330 207 required prior to closing.", "title", "builders_lien"),
+    (LIEN_ROW + "The seller has not obtained a discharge of 251 330 207.", "title", "builders_lien"),
+    ("Discharge pending: builders' lien 251 330 207, Summit Electric Ltd., $14,120.00.", "title", "builders_lien"),
+    ("Builders' lien 251 330 207 for $14,120 remains registered although the holdback was released.", "title", "builders_lien"),
+    # a title that only speaks of a discharge is no discharge copy; a copy ends where the next document starts
+    ("UNDERTAKING RE DISCHARGE OF BUILDERS' LIEN\nWe undertake to obtain a discharge.\n" + LIEN_ROW, "title", "builders_lien"),
+    ("DISCHARGE OF CAVEAT\nCaveat 221 508 774 is discharged.\n\nESTOPPEL CERTIFICATE - UNIT 12\n"
+     "Contributions in arrears: $2,140.00", "condo", "arrears"),
+    # "adjacent" / "next door" that label something else than the clause's property
+    ("Roll 4410 2271: tax arrears of $3,318.20 as of 2025-12-31. Note: the garage straddles the adjoining lot.", "tax",
+     "tax_arrears"),
+    ("Water ingress was observed on 2025-09-14 through the party wall shared with the adjacent unit; section loss of 30% "
+     "was measured at the lintel.", "condo", "structural_deficiency"),
+    # a suite number is not a unit number; an address is not the clause's property; two units bought together
+    ("Estoppel for the purchase of Suite 1204.\nUnit 57: contributions in arrears $2,140.00", "condo", "arrears"),
+    ("Estoppel for the purchase of Unit 305.\nContributions in arrears: $2,140.00, payable to Summit Ridge Management, "
+     "Suite 200.", "condo", "arrears"),
+    ("Estoppel for the purchase of Unit 305 and parking Unit 88.\nUnit 88: contributions in arrears $640.00", "condo", "arrears"),
+    # a month's abbreviation at a sentence's end ends it
+    ("Taxes for 2024 were paid in full in Dec. Arrears of $2,311.00 for 2025 remain outstanding.", "tax", "tax_arrears"),
+    # a vote deferred, then another heading's outcome
+    ("SPECIAL ASSESSMENT\nIt was moved that a special assessment of $240,000 be raised for the roof; the vote was deferred "
+     "to 2026-01-20.\n\nPET BYLAW\nThe proposed amendment was defeated.", "condo", "special_levy"),
+    # a share of the members inspected is a measurement, not a vote
+    ("Parkade: active corrosion is present at 30% of the members inspected; shoring is recommended.", "condo",
+     "structural_deficiency"),
+    # a minus set off by spaces after a verb is a minus
+    ("Reserve fund plan: the projected closing balance in 2031 is - $151,792.", "condo", "reserve_shortfall"),
+    # a deductible row that cites the policy is still a deductible row
+    ("Deductibles:\nAll perils $10,000\nWater damage (as defined in the policy) $60,000", "condo", "insurance"),
+])
+def test_the_probe_rules_hide_no_risk(text, domain, kind):
+    assert kind in kinds(text, domain), risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    ("Owners are asked to take action no later than June 30, 2026 on the balcony survey.", "condo"),
+    ("Re: Our File No. 2501-00417 - the Board may pursue litigation if the contractor does not return.", "condo"),
+    ("The action (Action No. 2201 40218) against the Corporation was concluded by settlement in 2022.", "condo"),
+    ("Amount owing by the owner of the unit to the Corporation: NIL as at 2025-10-01.", "condo"),
+    ("Accounts receivable: amount owing from unit owners for contributions, $12,400.", "condo"),
+    ("Allowance for doubtful accounts on unpaid contributions: $4,000.", "condo"),
+    ("Spalling is typical of a building this age and should be monitored.\n\nRepair estimate for the lobby carpet: $8,500.",
+     "condo"),
+    ("Penalties of $25.00 may be applied to any balance unpaid after June 30.", "tax"),
+    ("An owner who pays late is liable for collection costs and may be charged a late fee of $50.00 on arrears.", "condo"),
+    ("To fund the garage, the Board may\nconsider a special assessment  of about $400,000 in 2027.", "condo"),
+    ("| Arrears |0.00|", "tax"),
+    ("| Arrears | 0|", "tax"),
+    ("TAX CERTIFICATE (OCR)\nArrears .......... $O.OO\nPenalties ........ $O.OO", "tax"),
+])
+def test_the_probe_rules_raise_no_false_risk(text, domain):
+    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+def test_ocr_readings_the_rules_rely_on():
+    """A zero read as letters after "$" is a zero; a one-digit token with an OCR letter is a number ("Apr. l8"); a
+    table's pipe is never a 1; a month's abbreviation before a day ends no sentence."""
+    assert normalise_ocr("Arrears $O.OO") == "arrears $0.00"
+    assert normalise_ocr("approved Apr. l8, 2O24") == "approved apr. 18, 2024"
+    assert normalise_ocr("| Arrears |0.00|") == "| arrears |0.00|"
+    low = normalise_ocr("Levy approved Apr. 18, 2024 at $9,600.00. Balance owing $6,400.00.")
+    from retrieval_node.risk import sentence_ends
+    assert sentence_ends(low) == (low.index("$9,600.00.") + len("$9,600.00."),)  # not after "Apr."
+    low = normalise_ocr("Paid in full in Dec. Arrears remain.")
+    assert sentence_ends(low) == (low.index("dec.") + len("dec."),)  # no day follows: the sentence ends
