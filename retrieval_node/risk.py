@@ -1045,8 +1045,8 @@ _CLEARING_TITLE = re.compile(
     r"(?:lien|caveat|writ|mortgage|lis pendens|tax notification|notification|judgment)s?\b")
 #: What ends the clearing instrument's copy in a chunk: another document appended ("[current title search ...]", a
 #: certificate of title, a register's section).
-_NEXT_DOCUMENT = re.compile(r"^(?:\[|certificate|land title|encumbrances|registered owner|current title|estoppel|tax |notice|minutes"
-                            r"|statement|report|search|information|schedule|page \d)", re.M)
+_NEXT_DOCUMENT = re.compile(r"\n[ \t]*\n[ \t]*(?:\[|certificate|land title|encumbrances|registered owner|current title|estoppel|tax |notice"
+                            r"|minutes|statement|report|search|information|schedule|page \d)")
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
@@ -1060,7 +1060,7 @@ def clearing_instrument(text: str) -> tuple[int, int] | None:
         eol = text.find("\n", pos)
         eol = len(text) if eol == -1 else eol
         if _CLEARING_TITLE.match(text[pos:eol].strip()):
-            nxt = _NEXT_DOCUMENT.search(text, eol)
+            nxt = _NEXT_DOCUMENT.search(text, eol)  # a new document opens after a blank line (hard-wrapped prose may not)
             return pos, nxt.start() if nxt else len(text)
         pos = eol + 1
     return None

@@ -280,6 +280,10 @@ def test_a_discharge_still_to_come_does_not_neutralise():
     # a copy of the discharge itself, its title on top, the instrument it clears named in its body
     "WITHDRAWAL OF CAVEAT\nTo the Registrar: Norma Estrada, caveator under Caveat No. 221 508 774 registered against\n"
     "Lot 9, Block 2, Plan 0712345, withdraws the said caveat as to the whole of the lands.",
+    # a copy whose hard-wrapped body has a line opening with "statement" (no new document: no blank line before it)
+    "COPY OF REGISTERED INSTRUMENT 141 220 507\n\nDISCHARGE OF LIEN\n\nNorthwall Masonry Ltd., the lien claimant named in the\n"
+    "statement of lien registered as Instrument No. 141 009 316, hereby discharges the said lien in full.\n"
+    "The lien claimant confirms it has no further claim against the lands.",
     "COURT OF KING'S BENCH OF ALBERTA\nORDER - DISCHARGE OF LIEN ON PAYMENT INTO COURT\nThe lien registered as No. 241 "
     "600 312 by Foothills Framing Inc. for $27,400.00 is discharged upon the security paid into Court.",
 ])
