@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -615,18 +615,21 @@ _NEXT_HEADING = re.compile(r"\n\s*\n[^\n.:]{2,40}\n")
 _DEFERRED = re.compile(r"\b(?:deferred|tabled|postponed|adjourned)\b")
 
 
-def _first_verdict(text: str, lo: int, hi: int) -> str | None:
-    """The verdict ("closed" or "decided") that comes first in ``[lo, hi)``."""
-    best: tuple[int, str] | None = None
+def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]]:
+    """Every verdict word in ``[lo, hi)`` with its verdict; a closed one that is awaited or negated ("to be discharged",
+    "not paid in full") is none."""
     for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
         for m in pattern.finditer(text, lo, hi):
-            if verdict == "closed" and (_PENDING.search(text[max(0, m.start() - 24):m.start()].rstrip())
-                                        or _CUE_NEGATED.search(text[max(0, m.start() - 24):m.start()].rstrip())):
+            before = text[max(0, m.start() - 24):m.start()].rstrip()
+            if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before)):
                 continue
-            if best is None or m.start() < best[0]:
-                best = (m.start(), verdict)
-            break
-    return None if best is None else best[1]
+            yield m, verdict
+
+
+def _first_verdict(text: str, lo: int, hi: int) -> str | None:
+    """The verdict ("closed" or "decided") that comes first in ``[lo, hi)``."""
+    first = min(_verdicts(text, lo, hi), key=lambda mv: mv[0].start(), default=None)
+    return None if first is None else first[1]
 
 
 _MOTION = re.compile(_ocr_tolerant(r"\b(?:moved|motion|proposed|proposal|considered)\b"))
@@ -645,16 +648,12 @@ def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tupl
 
 def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str | None:
     best: tuple[int, str] | None = None
-    for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
-        for m in pattern.finditer(text, lo, hi):
-            if verdict == "closed" and (_PENDING.search(text[max(0, m.start() - 24):m.start()].rstrip())
-                                        or _CUE_NEGATED.search(text[max(0, m.start() - 24):m.start()].rstrip())):
-                continue
-            if m.start() < end and m.end() > start:
-                continue
-            distance = start - m.end() if m.end() <= start else m.start() - end
-            if best is None or distance < best[0] or (distance == best[0] and verdict == "closed"):
-                best = (distance, verdict)
+    for m, verdict in _verdicts(text, lo, hi):
+        if m.start() < end and m.end() > start:
+            continue
+        distance = start - m.end() if m.end() <= start else m.start() - end
+        if best is None or distance < best[0] or (distance == best[0] and verdict == "closed"):
+            best = (distance, verdict)
     return None if best is None else best[1]
 
 
