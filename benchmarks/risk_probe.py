@@ -22,7 +22,7 @@ PROBE_DIR = Path(__file__).resolve().parent / "risk_probe"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="set_a,set_b,set_c", help="comma-separated probe sets (default all three)")
+    ap.add_argument("--sets", default="set_a,set_b,set_c,set_d", help="comma-separated probe sets (default all four)")
     ap.add_argument("--out", help="result JSON (default benchmarks/results/risk_probe.json)")
     ap.add_argument("--smoke", action="store_true", help="the first 10 excerpts of each set")
     args = ap.parse_args()
