@@ -129,7 +129,7 @@ PATTERNS = [
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--sizes", default=None, help="comma-separated store sizes in chunks (default 10000,100000; 300,600 with --smoke)")
+    ap.add_argument("--sizes", default=None, help="comma-separated store sizes in chunks (default 10000,100000; 300 with --smoke)")
     ap.add_argument("--chunks-per-deal", type=int, default=2000, help="chunks per deal (default 2000: 50 deals at 100k)")
     ap.add_argument("--agents", default="investigator,condo,tax", help="agent profiles to query (default investigator,condo,tax)")
     ap.add_argument("--measured-deals", type=int, default=10, help="deals the calls are spread over (default 10; capped at the number of deals)")
@@ -159,7 +159,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--keep", action="store_true", help="keep the stores built under --workdir")
     ap.add_argument("--in-process", action="store_true", help="run every size in this process (peak RSS then accumulates over sizes)")
     ap.add_argument("--out", default=None, help="JSON result path (default benchmarks/results/retrieval_latency.json)")
-    ap.add_argument("--smoke", action="store_true", help="tiny run for CI (sizes 200,400, in one process): checks the script works, figures are not meaningful")
+    ap.add_argument("--smoke", action="store_true", help="tiny run for CI (one size, 300 chunks, in one process; one CLI call): checks the script works, figures are not meaningful")
     ap.add_argument("--child-size", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--reuse-store", action="store_true", help="with --workdir and --keep: measure a store an earlier run left there "
                     "(same size and generation settings) instead of filling it again")
@@ -179,7 +179,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             continue
         args.raw_argv.append(a)
     if args.sizes is None:
-        args.sizes = "200,400" if args.smoke else "10000,100000"
+        args.sizes = "300" if args.smoke else "10000,100000"
     if args.smoke:
         args.in_process = True  # one model load; peak RSS is not meaningful at this size anyway
         args.chunks_per_deal = min(args.chunks_per_deal, 100)
@@ -188,6 +188,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.naive_calls = min(args.naive_calls, 3)
         args.concurrency_rounds = min(args.concurrency_rounds, 1)
         args.fresh_deals = min(args.fresh_deals, 1)
+        args.cli_calls = min(args.cli_calls, 1)
         args.pool_variants = 1
     args.size_list = [int(s) for s in str(args.sizes).split(",") if s.strip()]
     args.agent_list = [a.strip() for a in args.agents.split(",") if a.strip()]
