@@ -22,7 +22,8 @@ PROBE_DIR = Path(__file__).resolve().parent / "risk_probe"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="set_a,set_b,set_c,set_d", help="comma-separated probe sets (default all four)")
+    ap.add_argument("--sets", default="set_a,set_b,set_c,set_d,set_e,set_f",
+                    help="comma-separated probe sets: names in benchmarks/risk_probe/ or paths to .jsonl files (default the six shipped)")
     ap.add_argument("--out", help="result JSON (default benchmarks/results/risk_probe.json)")
     ap.add_argument("--smoke", action="store_true", help="the first 10 excerpts of each set")
     args = ap.parse_args()
@@ -35,7 +36,8 @@ def main() -> None:
     results: dict[str, dict] = {}
     rows = []
     for name in args.sets.split(","):
-        items = [json.loads(line) for line in (PROBE_DIR / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+        path = Path(name) if name.endswith(".jsonl") else PROBE_DIR / f"{name}.jsonl"
+        items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         if args.smoke:
             items = items[:10]
         per: dict[str, dict] = {}

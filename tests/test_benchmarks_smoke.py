@@ -73,7 +73,7 @@ def test_embedding_backends_smoke(tmp_path):  # ~20 s: not marked slow
 
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
-    for name in ("set_a", "set_b", "set_c"):  # every set read, its excerpts counted as material or benign
+    for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f"):  # every set read, its excerpts counted as material or benign
         total = data["results"][name]["all"]
         assert total["material"] + total["benign"] == 10
         assert 0 <= total["found"] <= total["material"] and 0 <= total["false_alarms"] <= total["benign"]
