@@ -358,7 +358,7 @@ _BACKWARD_CUES = ("discharged", "discharge of", "withdrawn", "paid in full")
 
 
 _END_CANDIDATE = re.compile(r"[.;](?=\s)|\n\s*\n")
-_ABBREVIATIONS = frozenset({"no", "nos", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max"})
+_ABBREVIATIONS = frozenset({"no", "nos", "reg", "regn", "instr", "inc", "ltd", "corp", "co", "st", "incl", "approx", "vs", "mr", "mrs", "ms", "dr", "ave", "sq", "ft", "jr", "sr", "e.g", "i.e", "etc", "s", "ss", "min", "max"})
 #: a month's abbreviation ends no sentence when a day follows ("Apr. 18, 2024"); "paid in full in Dec. Arrears ..." does
 _MONTHS = frozenset({"jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec"})
 
@@ -573,6 +573,7 @@ _CLOSED = re.compile(_ocr_tolerant(
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
     r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|(?:re)?paid (?:in full|out|off)|repaid|cleared"
     r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges"
+    r"|(?:was|were|has been|have been|had been) (?:fully )?paid(?= on\b| in full\b|\s*[.;,]|\s*$)|(?:was|were|has been|have been) (?:reversed|waived|written off)"
     r"|dismissed|discontinued|concluded by settlement|settled out of court|(?:action|claim|lawsuit|suit) (?:was |has been )?settled|removed from(?= (?:the )?(?:title|register|[a-z ]{0,20}list))|satisfied in full|(?:has|have|had) satisfied"
     r"|(?:judgment|debt|claim|lien|writ|arrears)(?: was| has been| were| have been)? satisfied)\b"
 ))
@@ -646,10 +647,17 @@ def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tupl
     return lo, hi
 
 
+#: A contrast between a verdict and the term: the verdict is about something else ("the 2024 amount was paid on July 2,
+#: but there is still $2,977.46 ... plus the January penalty").
+_CONTRAST = re.compile(r"\b(?:but|however|although|though|whereas|yet)\b")
+
+
 def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str | None:
     best: tuple[int, str] | None = None
     for m, verdict in _verdicts(text, lo, hi):
         if m.start() < end and m.end() > start:
+            continue
+        if _CONTRAST.search(text, m.end(), start) if m.end() <= start else _CONTRAST.search(text, end, m.start()):
             continue
         distance = start - m.end() if m.end() <= start else m.start() - end
         if best is None or distance < best[0] or (distance == best[0] and verdict == "closed"):
@@ -745,6 +753,10 @@ def _plain_figure(cell: str) -> list[float]:
     return [-value if (mm.group(1) or mm.group(2) or cell.startswith("(")) else value]
 
 
+#: An amount in parentheses that its sentence goes on to speak of is an aside in prose ("the reserve balance ($910,000)
+#: is enough"), not an accounting negative, which ends its cell or its phrase ("Lowest projected balance ($1,021,314)",
+#: "... ($1,021,314) in 2029").
+_ASIDE = re.compile(r"\(\s?-?\$?\s?\d[\d,]*(?:\.\d{2})?\s?\)(?=\s+(?:is|was|are|were|remains|will|would|should|has|covers|exceeds)\b)")
 #: A row of a reserve or cash-flow table that names a balance ("closing", "projected", "lowest"...).
 _BALANCE_ROW = re.compile(r"\b(?:closing|projected|ending|balance|lowest|fund)\b")
 
@@ -758,7 +770,7 @@ def negative_reserve_balance(text: str) -> float | None:
     if "reserve" not in low and "fund" not in low and _CASH_FLOW_HEADER.search(low) is None and len(balances) < 2:
         return None
     found: list[float] = [b for b in balances if b < 0] if len(balances) >= 2 else []
-    lines = low.split("\n")
+    lines = _ASIDE.sub(" ", low).split("\n")
     for i, line in enumerate(lines):
         if _BALANCE_ROW.search(line) and parse_amounts(line, bare=True):
             found += [a for a in parse_amounts(line, bare=True) if a < 0]
@@ -815,6 +827,9 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
 _REGISTRATION = re.compile(r"\b\d{3} ?\d{3} ?\d{3}\b")
 #: A court file number named as such ("Action No. 2403 08826", "Court File 2201-04471"): the suit's own number.
 _COURT_FILE = re.compile(_ocr_tolerant(r"\b(?:action|court file|claim)(?: no\.?| number)?:?\s*\d{4}[ -]\d{5}\b"))
+#: The land itself by its legal description ("PLAN 0515770 BLOCK 12 LOT 41", "Plan 1522KS, Block 8, Lot 14"): a clause that
+#: names it is about this parcel, not a standard term.
+_LEGAL_DESCRIPTION = re.compile(r"\bplan\s+\d{3,7}[a-z]{0,3}\s*,?\s+block\s+\d+[a-z]?\s*,?\s+lot\s+\d+")
 _AMOUNT = re.compile(r"\$\s*\d|\b\d[\d,]*\.\d{2}\b(?! ?%)|\b\d+(?:\.\d+)? ?%")
 #: A percentage that is a rate ("2% per month", "interest at 18%", "5% of the amount owing") or a voting threshold
 #: ("75% of the unit factors") is a term of a bylaw or contract, not a measurement of this deal: it does not make a
@@ -836,9 +851,15 @@ def _states_figure(span: str) -> bool:
             continue
         return True
     return False
+#: A date stated: "2024-08-06", "Aug. 6, 2024", the court forms' "6th day of August, 2024", "6 August 2024", and a month
+#: of a year ("registered June 2024", "first payment January 2025"); a month and day without the year ("due June 30")
+#: is a bylaw's or a notice's standing term as often as an event, and is not one.
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?"
+          r"|nov(?:ember)?|dec(?:ember)?)\.?")
 _DATE = re.compile(
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
-    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? (?:19|20)\d{2}\b"
+    r"|\b" + _MONTH + r" (?:\d{1,2},? )?(?:19|20)\d{2}\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)? (?:day of )?" + _MONTH + r",? (?:19|20)\d{2}\b"
 )
 #: "may" the modal, not the month: "May 2, 2026", "for May to July", "since May"
 _MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )"
@@ -955,7 +976,7 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
         if any(_states_money(s) for s in spans) or row_value(text, end) == "positive":
             return FACTOR_CONCRETE, "concrete"
         return FACTOR_PLAIN, "plain"
-    if any(_REGISTRATION.search(s) or _COURT_FILE.search(s) for s in spans):
+    if any(_REGISTRATION.search(s) or _COURT_FILE.search(s) or _LEGAL_DESCRIPTION.search(s) for s in spans):
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
         return FACTOR_GENERIC, "generic"
@@ -970,7 +991,7 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
 def _title_factor(text: str, end: int) -> tuple[float, str]:
     """A document titled by the term is concrete when its body names a registration, a court file, an amount or a date."""
     body = text[end:end + 1500]
-    if _REGISTRATION.search(body) or _states_figure(body):
+    if _REGISTRATION.search(body) or _COURT_FILE.search(body) or _states_figure(body):
         return FACTOR_CONCRETE, "concrete"
     return FACTOR_PLAIN, "plain"
 
@@ -1069,22 +1090,25 @@ def clearing_instrument(text: str) -> tuple[int, int] | None:
 _ID = r"(?:no\.?\s*|number\s*|#\s*)?(\d[\da-z-]*(?: \d{3,5}\b)?)"
 _DESIGNATOR = re.compile(r"\b(unit|suite|lot|roll)s?\s*" + _ID)
 #: How a text names the property being bought: "purchase of Unit 305", "Unit 22 (subject unit)", "your roll, 2208
-#: 3315", "our purchase is LOT 13", "our file is Roll 2044110".
+#: 3315", "our purchase is LOT 13", "our file is Roll 2044110", "the lot you are buying is Lot 14".
 _SUBJECT = re.compile(
     r"\b(?:subject|our|your|this|purchased)\s+(unit|suite|lot|roll)\b[\s,:]*" + _ID
     + r"|\b(?:purchase|sale|acquisition) of (?:the )?(unit|suite|lot|roll)\s*" + _ID
     + r"|\b(?:our|the|this) (?:purchase|sale|transaction|file|property) is (?:for )?(?:the )?(unit|suite|lot|roll)\s*" + _ID
-    + r"|\b(unit|suite|lot|roll)\s*" + _ID + r"\s*\((?:the )?subject\b")
+    + r"|\b(unit|suite|lot|roll)\s*" + _ID + r"\s*\((?:the )?subject\b"
+    + r"|\b(?:unit|suite|lot|roll|property|home) (?:you are|you're|your clients? (?:is|are)|our clients? (?:is|are)|being) "
+      r"(?:buying|purchasing|acquiring|bought|purchased) is (?:the )?(unit|suite|lot|roll)\s*" + _ID)
 #: Further properties bought together ("purchase of Unit 305 and parking Unit 88").
 _ALSO = re.compile(r"\s*(?:,|and|&)\s*(?:(?:titled |parking |storage )?(unit|suite|lot|roll)\s*)?" + _ID)
 #: A designator labelled as not the one being bought: "Roll 3028815 (adjacent Lot 8 - NOT included in this sale)",
 #: "Lot 22, next door", "roll 2208 3317 ..., which is not the property in your transaction".
 _EXCLUDED_AFTER = re.compile(
-    r"[^.;\n]{0,60}?(?:\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
+    r"(?:[^.;\n]|\n(?![ \t]*\n)){0,60}?(?:\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
     r"(?:this|the|your|our) (?:sale|transaction|purchase|deal|file)\b|\bnext door\b|\((?:the )?(?:adjacent|adjoining|neighbou?ring)\b)")
 _EXCLUDED_BEFORE = re.compile(r"\b(?:adjacent|adjoining|neighbou?ring|next-door)\s+$")
-#: After the term, the clause's own property is its object: "is on LOT 14", "belongs to roll 2208 3317".
-_OBJECT_DESIGNATOR = re.compile(r"(?:[^.;\n]|(?<=\d)\.(?=\d)){0,60}?\b(?:on|to|against|of|for|under)\s+(?:the\s+)?(?=(?:unit|suite|lot|roll)s?\b)")
+#: After the term, the clause's own property is its object: "is on LOT 14", "belongs to roll 2208 3317", "(Reg. No. 231
+#: 556 420) is registered against Lot 13" (a hard-wrapped line break is no clause end).
+_OBJECT_DESIGNATOR = re.compile(r"(?:[^.;\n]|\n(?![ \t]*\n)|(?<=\d)\.(?=\d)|(?<=\breg)\.|(?<=\bno)\.){0,60}?\b(?:on|to|against|of|for|under)\s+(?:the\s+)?(?=(?:unit|suite|lot|roll)s?\b)")
 
 
 def _id(kind: str, number: str) -> tuple[str, str]:
@@ -1151,6 +1175,31 @@ _OWN_CAVEAT = re.compile(_ocr_tolerant(
     r"|\bregistered by (?:our office|us|this office)\b[^.;]{0,60}?\bon behalf of (?:our|the) (?:purchaser |buyer )?(?:clients?|purchasers?|buyers?)\b"))
 
 
+#: What a search or a letter says is not on the title being bought: "This writ is not on the subject title", "the writ
+#: does not appear on the current title and does not attach to these lands", a search's "Registered against land: NOT
+#: REGISTERED AGAINST ANY TITLE" (a similar name, a former owner, another lot).
+_NOT_ON_TITLE = re.compile(_ocr_tolerant(
+    r"\b(?:(?:is|are|was|were|does|do|did|has|have)\s+not\s+(?:been\s+)?(?:registered\s+|shown\s+|appear(?:ing)?\s+|attach(?:ed)?\s+|show\s+)?"
+    r"|not\s+registered\s+)(?:on|against|to)\s+(?:the|this|our|your|its|these|any)\s+(?:subject\s+|current\s+|vendor'?s\s+|seller'?s\s+)?(?:title|lands?|property|parcel)\b"))
+#: Kinds of instrument a title can carry (what a "not on the title" statement can clear).
+_REGISTRABLE = frozenset({"builders_lien", "lien", "judgment", "caveat", "litigation", "tax_lien", "foreclosure"})
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def _disowning_sentences(text: str) -> tuple[str, ...]:
+    return tuple(text[slice(*_sentence_bounds(text, m.start()))] for m in _NOT_ON_TITLE.finditer(text))
+
+
+def _disowned(text: str, kind: str, lexicon: RiskLexicon) -> bool:
+    """The text says an instrument of ``kind`` is not on the title being bought: a sentence of :data:`_NOT_ON_TITLE` that
+    names a term of that kind ("This writ is not on the subject title" clears the writ and its judgment)."""
+    sentences = _disowning_sentences(text)
+    if not sentences:
+        return False
+    terms = {x.term for spec in lexicon.domains.values() for x in spec.terms if x.kind == kind}
+    return any(term_pattern(term).search(s) for s in sentences for term in terms)
+
+
 def _named_in_body(text: str, span: tuple[int, int]) -> frozenset[str]:
     """Registration numbers a discharge copy names as what it clears: in its body's first sentences (not rows below)."""
     lo, hi = span
@@ -1176,10 +1225,11 @@ def registration_age(text: str, start: int) -> int | None:
 
 
 #: The price of a remedy stated in the text: an engineer's or contractor's cost opinion ("Opinion of probable cost:
-#: $585,000", "Budget estimate: $1.6 to $1.9 million", "estimated cost of the repairs is $2.9 M"); not a reserve study's
-#: replacement cost or allowance.
+#: $585,000", "Budget estimate: $1.6 to $1.9 million", "estimated cost of the repairs is $2.9 M", "Order-of-magnitude cost:
+#: $4.2M", "Contractor quotes received ($610K - $690K)"); not a reserve study's replacement cost or allowance.
 _REMEDY_PRICE = re.compile(
-    r"\b(?:opinion of probable cost|probable cost|budget estimate|cost estimate|class [a-d] estimate|estimated (?:repair )?cost of "
+    r"\b(?:opinion of probable cost|probable cost|budget estimate|cost estimate|class [a-d] estimate|order[- ]of[- ]magnitude (?:cost|estimate)"
+    r"|(?:contractor|tender)'?s? (?:quotes?|quotations?|bids?)(?: received)?|(?:quotes?|quotations?|bids?) received|estimated (?:repair )?cost of "
     r"(?:the )?(?:repairs?|remediation|rehabilitation|remedial work|recladding|reconstruction)|(?:repair|remediation|remedial) "
     r"(?:cost|estimate|budget)s?|cost to (?:repair|remediate))\b[^.\n]{0,60}?\$\s*\d")
 
@@ -1201,6 +1251,30 @@ def remedy_price(text: str) -> float:
     return best
 
 
+#: A box to tick before the term ("[ ] arrears  [ ] penalties", "☐ special levy"): a form's choice, not a finding.
+_FORM_OPTION = re.compile(r"(?:\[\s?[x✓]?\s?\]|[☐☑☒])\s*$")
+#: A zero stated right before the term, on its line: "$0 arrears", "$0.00 in arrears", "nil penalties", "zero arrears"
+#: (a row's "$0.00" at the end of the line above is that row's value).
+_ZERO_BEFORE = re.compile(r"(?:\$[ \t]?0(?:[.,]00?)?|\bnil|\bzero)[ \t]+(?:in[ \t]+|of[ \t]+)?$")
+#: The account's whole balance as a label and its value: "Current balance: $0.00", "Total outstanding ..... NIL",
+#: "Balance owing: $1,204.50"; a year's or a levy's own balance ("2024 current levy balance") is not the account's.
+_ACCOUNT_BALANCE = re.compile(
+    r"(?<!\d )(?<!levy )(?<!year )(?<!year's )\b(?:current|total|account|outstanding) balance(?: owing| due| outstanding)?|\bbalance (?:owing|due|outstanding)"
+    r"|\btotal (?:amount )?(?:due|owing|outstanding|arrears)\b")
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def zero_account_balance(text: str) -> bool:
+    """True when the text states the tax account's whole balance as nothing ("Current balance: $0.00") and no such
+    balance above zero: an account that owes nothing has no arrears, whatever its history says was once unpaid."""
+    verdicts = []
+    for m in _ACCOUNT_BALANCE.finditer(text):
+        eol = text.find("\n", m.end())
+        cell = _ROW_SEPARATOR.sub(" ", re.split(r"[.;](?:\s|$)", text[m.end():eol if eol != -1 else len(text)][:40])[0]).strip()
+        verdicts.append(_cell_verdict(cell.split("  ")[0]) if cell else None)
+    return "zero" in verdicts and "positive" not in verdicts
+
+
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
@@ -1213,6 +1287,12 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     if heading and t.min_amount is None:
         return None
     cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, window)
+    if cue is None and _FORM_OPTION.search(low, max(0, m.start() - 8), m.start()):
+        cue = "form option"
+    if cue is None and _ZERO_BEFORE.search(low, max(0, m.start() - 16), m.start()):
+        cue = "nothing owing"
+    if cue is None and t.kind == "tax_arrears" and zero_account_balance(low):
+        cue = "account balance nil"
     if cue is None:
         value = row_value(low, m.end())
         if value is None and not heading:
@@ -1247,6 +1327,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = other_property(low, m.start(), m.end())
     if cue is None and t.kind == "caveat" and _OWN_CAVEAT.search(low):
         cue = "the purchaser's own caveat"
+    if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
+        cue = "not on this title"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if heading:  # a heading term with a floor ("DEDUCTIBLES") reads the table under it

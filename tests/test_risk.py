@@ -880,3 +880,98 @@ def test_ocr_readings_the_rules_rely_on():
     assert sentence_ends(low) == (low.index("$9,600.00.") + len("$9,600.00."),)  # not after "Apr."
     low = normalise_ocr("Paid in full in Dec. Arrears remain.")
     assert sentence_ends(low) == (low.index("dec.") + len("dec."),)  # no day follows: the sentence ends
+
+
+# --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
+# Kinds of failure read on a probe set written by another helper; each rule stated here in new text, several layouts.
+
+
+@pytest.mark.parametrize(("text", "domain", "kind"), [
+    # a court form's date ("this 6th day of August, 2024") or a month of a year makes the instrument a fact
+    ("CERTIFICATE OF LIS PENDENS\nTo the Registrar of Land Titles: the Plaintiff claims an interest in the lands below.\n"
+     "DATED at Edmonton, Alberta, this 3rd day of March, 2025.", "title", "litigation"),
+    ("CERTIFICATE OF LIS PENDENS\nTo the Registrar of Land Titles: the Plaintiff claims an interest in the lands below.\n"
+     "Signed 14 February 2025", "title", "litigation"),
+    # ... and so does a court file number in the body of a document the term titles
+    ("CERTIFICATE OF LIS PENDENS\nCourt File Number    2503 11872\nThe Plaintiff claims a half interest in the lands.", "title", "litigation"),
+    ("Title check: the search shows a judgment against the vendor in favour of a finance company, registered April 2025.", "title", "judgment"),
+    ("The Crown's certified Federal Court judgment for unremitted source deductions was registered in June 2025.", "title", "judgment"),
+    # a court order that stops the owner dealing with a parcel it describes
+    ("IT IS ORDERED THAT the Respondent is restrained from selling, transferring or mortgaging the lands described as\n"
+     "PLAN 0821774 BLOCK 4 LOT 19 until further Order of this Court.", "title", "litigation"),
+    ("ORDER\n1. The redemption period for the Defendants expired on 2025-01-31.\n2. Conduct of sale is granted to the Plaintiff.", "title", "foreclosure"),
+    ("ORDER TO COMPLY - FIRE CODE\nInspection of 9 May 2025 found the corridor separations breached; correct within 90 days.", "condo", "compliance_order"),
+    ("Judgment was entered against the Corporation on 2025-02-11 for $188,400 in favour of the roofing contractor.", "condo", "litigation"),
+    ("Because the invoice went unpaid, $2,140.00 has been added to the tax roll of 14 Aspen Close.", "tax", "tax_arrears"),
+    ("Deferred taxes (2017-2024) ........ $18,220.40\nInterest ........ $1,990.12", "tax", "tax_deferral"),
+    ("AMENDED ASSESSMENT NOTICE\nRoll 2231 8804\nOriginal assessment $355,000\nAmended assessment $421,500", "tax", "supplementary_tax"),
+    ("RE: Roll 40211 - This parcel was offered at the public auction held 2025-03-12 and did not sell.", "tax", "tax_lien"),
+    # an envelope failure priced by an order-of-magnitude figure or contractors' quotes written with K / M
+    ("Openings found saturated sheathing and fungal growth at most locations.\nOrder-of-magnitude cost: $3.1M - $3.6M.", "condo",
+     "structural_deficiency"),
+    ("Wall openings show decayed framing at the north elevation. Contractor quotes received ($640K - $710K).", "condo",
+     "structural_deficiency"),
+    # a verdict beyond a contrast is about something else
+    ("The 2025 levy was paid on July 3, but $2,410.77 from last year is still on the account, plus the January penalty.", "tax",
+     "tax_arrears"),
+    # a row's zero at the end of the line above is that row's, not the term's
+    ("Payments received: $0.00\nArrears: $1,204.66", "tax", "tax_arrears"),
+    # a balance of one year (not the account's) does not clear the arrears row
+    ("2025 current balance: $0.00\nArrears (2023 and prior): $3,118.20", "tax", "tax_arrears"),
+    # a "not on the title" statement clears only the kind it names
+    ("The caveat the realtor mentioned is not on the subject title.\nBuilders' lien 251 440 982 for $6,210.00 is registered "
+     "against the title.", "title", "builders_lien"),
+])
+def test_the_fifth_probe_rules_find(text, domain, kind):
+    assert kind in kinds(text, domain), risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    # a month and day without a year is a standing term, not an event
+    ("Taxes not paid by June 30 are subject to a penalty.", "tax"),
+    # a zero right before the term, on its line
+    ("File note: subject roll not on the sale list. The tax certificate shows $0 arrears.", "tax"),
+    ("Status: $0.00 in arrears as of the certificate date.", "tax"),
+    ("Nil penalties on this roll.", "tax"),
+    # the account's whole balance is nothing: its history is history
+    ("Account history\n2021: taxes unpaid at year end; arrears $2,204.10 plus penalties.\n2022-02-14: arrears and penalties "
+     "paid in full.\nCurrent balance: $0.00.", "tax"),
+    ("The penalty of $281.44 was applied in error and has been reversed. Total outstanding: NIL", "tax"),
+    ("All arrears and penalties on the parcel were paid on 2025-08-29.", "tax"),
+    # boxes to tick on a request form
+    ("REQUEST FOR TAX CERTIFICATE\nShow: [ ] current levy  [ ] arrears  [ ] penalties  [ ] local improvements  [ ] TIPP\nFee $30.00", "tax"),
+    ("Certificate to show: ☐ arrears ☐ penalties (fee $25.00 per roll)", "tax"),
+    # an amount in parentheses that the sentence goes on to speak of is an aside, not a negative balance
+    ("AGM minutes: owners noted that the reserve fund balance ($910,000)\nis sufficient for the 2026 asphalt work.", "condo"),
+    # the property bought named as "the lot you are buying"; the caveat is on the lot next door
+    ("That caveat (Reg. No. 231 556 420) is registered against Lot 13,\nwhich is next door. The lot you are buying is Lot 14.", "title"),
+    # a search hit the reviewer says is not on the title (a similar name): the writ and its judgment are cleared
+    ("WRITS SEARCH - INEXACT MATCH\nWRIT OF ENFORCEMENT  Reg. No. 251 330 907  Judgment Creditor: Alpine Credit  Amount: $9,400.00\n"
+     "Reviewer: different birth date; this writ is not on the subject title.", "title"),
+    ("A writ of enforcement registered 2021-03-09 names a former owner. The writ does not appear on the current title and does "
+     "not attach to these lands.", "title"),
+    # a public auction list that does not say the subject is on it
+    ("NOTICE OF PUBLIC AUCTION (2025-03-20)\nROLL 2207150  NW 14-52-3-W5  reserve bid $212,000\nEach parcel is offered subject to a reserve bid.",
+     "tax"),
+    # a deferral program's name heading a letter that says the balance was repaid
+    ("Seniors Property Tax Deferral Program\nThe deferred taxes of $11,906.37 were repaid in full on 2025-03-01.", "tax"),
+    ("In the Board's judgment the $40,000 reserve contribution is adequate for 2026.", "condo"),
+    # a writs search's similar-name hit: its judgment row is the writ's, and the search says it is on no title
+    ("SIMILAR MATCH 1\nDebtor: KAUR, AMRIT\nAmount of judgment: $18,200.40 plus costs\nRegistered against land: NOT REGISTERED "
+     "AGAINST ANY TITLE IN THE PLAN SEARCHED", "title"),
+])
+def test_the_fifth_probe_rules_raise_no_false_risk(text, domain):
+    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+def test_dates_and_asides_the_rules_read():
+    """A court form's date and a month of a year are dates, a month and day alone is not; a parenthesised amount followed
+    by its verb is an aside, one that ends its phrase is a negative balance."""
+    from retrieval_node.risk import _DATE, remedy_price
+
+    assert all(_DATE.search(t) for t in ("this 6th day of august, 2024", "6 august 2024", "registered june 2024", "sept. 6, 2024"))
+    assert not any(_DATE.search(t) for t in ("due june 30", "decision 2024", "market 2024", "the 2022 levy"))
+    assert negative_reserve_balance("Reserve fund: lowest projected balance ($1,021,314) in 2029.") == -1021314.0
+    assert negative_reserve_balance("the reserve fund balance ($910,000) is adequate") is None
+    assert remedy_price(normalise_ocr("Order-of-magnitude cost: $4.2M - $5.0M")) == 5_000_000
+    assert remedy_price(normalise_ocr("Contractor quotes received ($610K - $690K)")) == 690_000
