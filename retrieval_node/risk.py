@@ -573,7 +573,7 @@ _CLOSED = re.compile(_ocr_tolerant(
     r"|decided (?:not to|against)|did not (?:proceed|pass|carry)|(?:motion|resolution) (?:failed|lost|was lost)"
     r"|withdrawn|cancell?ed|rescinded|fully (?:collected|paid|repaid)|(?:re)?paid (?:in full|out|off)|repaid|cleared"
     r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges"
-    r"|(?:was|were|has been|have been|had been) (?:fully )?paid(?= on\b| in full\b|\s*[.;,]|\s*$)|(?:was|were|has been|have been) (?:reversed|waived|written off)"
+    r"|(?:was|were|has been|had been) redeemed|closed out|(?:was|were|has been|have been) complied with"
     r"|dismissed|discontinued|concluded by settlement|settled out of court|(?:action|claim|lawsuit|suit) (?:was |has been )?settled|removed from(?= (?:the )?(?:title|register|[a-z ]{0,20}list))|satisfied in full|(?:has|have|had) satisfied"
     r"|(?:judgment|debt|claim|lien|writ|arrears)(?: was| has been| were| have been)? satisfied)\b"
 ))
@@ -647,17 +647,10 @@ def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tupl
     return lo, hi
 
 
-#: A contrast between a verdict and the term: the verdict is about something else ("the 2024 amount was paid on July 2,
-#: but there is still $2,977.46 ... plus the January penalty").
-_CONTRAST = re.compile(r"\b(?:but|however|although|though|whereas|yet)\b")
-
-
 def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str | None:
     best: tuple[int, str] | None = None
     for m, verdict in _verdicts(text, lo, hi):
         if m.start() < end and m.end() > start:
-            continue
-        if _CONTRAST.search(text, m.end(), start) if m.end() <= start else _CONTRAST.search(text, end, m.start()):
             continue
         distance = start - m.end() if m.end() <= start else m.start() - end
         if best is None or distance < best[0] or (distance == best[0] and verdict == "closed"):
@@ -753,10 +746,9 @@ def _plain_figure(cell: str) -> list[float]:
     return [-value if (mm.group(1) or mm.group(2) or cell.startswith("(")) else value]
 
 
-#: An amount in parentheses that its sentence goes on to speak of is an aside in prose ("the reserve balance ($910,000)
-#: is enough"), not an accounting negative, which ends its cell or its phrase ("Lowest projected balance ($1,021,314)",
-#: "... ($1,021,314) in 2029").
-_ASIDE = re.compile(r"\(\s?-?\$?\s?\d[\d,]*(?:\.\d{2})?\s?\)(?=\s+(?:is|was|are|were|remains|will|would|should|has|covers|exceeds)\b)")
+#: An amount in parentheses that its sentence calls enough is an aside in prose ("the reserve balance ($910,000) is
+#: enough"), not an accounting negative ("Lowest projected balance ($1,021,314)", "... ($412,300) is reached in 2029").
+_ASIDE = re.compile(r"\(\s?\$?\s?\d[\d,]*(?:\.\d{2})?\s?\)(?=\s+(?:is|was|are|were|remains)\s+(?:enough|sufficient|adequate|ample|healthy)\b)")
 #: A row of a reserve or cash-flow table that names a balance ("closing", "projected", "lowest"...).
 _BALANCE_ROW = re.compile(r"\b(?:closing|projected|ending|balance|lowest|fund)\b")
 
@@ -976,10 +968,12 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
         if any(_states_money(s) for s in spans) or row_value(text, end) == "positive":
             return FACTOR_CONCRETE, "concrete"
         return FACTOR_PLAIN, "plain"
-    if any(_REGISTRATION.search(s) or _COURT_FILE.search(s) or _LEGAL_DESCRIPTION.search(s) for s in spans):
+    if any(_REGISTRATION.search(s) or _COURT_FILE.search(s) for s in spans):
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
         return FACTOR_GENERIC, "generic"
+    if any(_LEGAL_DESCRIPTION.search(s) for s in spans):  # a standard term names the parcel too: after the modal check
+        return FACTOR_CONCRETE, "concrete"
     if any(_states_figure(s) for s in spans) or row_value(text, end) == "positive" or (
             len(spans) > 1 and re.search(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?", line)):  # a table row's figure needs no "$"
         return FACTOR_CONCRETE, "concrete"
@@ -1103,7 +1097,7 @@ _ALSO = re.compile(r"\s*(?:,|and|&)\s*(?:(?:titled |parking |storage )?(unit|sui
 #: A designator labelled as not the one being bought: "Roll 3028815 (adjacent Lot 8 - NOT included in this sale)",
 #: "Lot 22, next door", "roll 2208 3317 ..., which is not the property in your transaction".
 _EXCLUDED_AFTER = re.compile(
-    r"(?:[^.;\n]|\n(?![ \t]*\n)){0,60}?(?:\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
+    r"(?:[^.;:\n]|\n(?![ \t]*\n)){0,60}?(?:\bnot (?:included in|part of|the property in|the subject of|the property being (?:sold|bought|purchased)) "
     r"(?:this|the|your|our) (?:sale|transaction|purchase|deal|file)\b|\bnext door\b|\((?:the )?(?:adjacent|adjoining|neighbou?ring)\b)")
 _EXCLUDED_BEFORE = re.compile(r"\b(?:adjacent|adjoining|neighbou?ring|next-door)\s+$")
 #: After the term, the clause's own property is its object: "is on LOT 14", "belongs to roll 2208 3317", "(Reg. No. 231
@@ -1181,6 +1175,11 @@ _OWN_CAVEAT = re.compile(_ocr_tolerant(
 _NOT_ON_TITLE = re.compile(_ocr_tolerant(
     r"\b(?:(?:is|are|was|were|does|do|did|has|have)\s+not\s+(?:been\s+)?(?:registered\s+|shown\s+|appear(?:ing)?\s+|attach(?:ed)?\s+|show\s+)?"
     r"|not\s+registered\s+)(?:on|against|to)\s+(?:the|this|our|your|its|these|any)\s+(?:subject\s+|current\s+|vendor'?s\s+|seller'?s\s+)?(?:title|lands?|property|parcel)\b"))
+#: An instrument said to be on the title: what a "not on the title" statement elsewhere in the text must not clear.
+_ON_TITLE = re.compile(r"\b(?:registered (?:against|on)|remains? on|is (?:still )?on|appears? on|shown on) (?:the|this|our|your|its|these) "
+                       r"(?:subject |current )?(?:title|lands?)\b")
+#: A registration still to come: "has not been registered against the title yet but will be filed".
+_AWAITED_REGISTRATION = re.compile(r"\b(?:yet|will be|to be|about to|intends?|pending|threaten\w*)\b")
 #: Kinds of instrument a title can carry (what a "not on the title" statement can clear).
 _REGISTRABLE = frozenset({"builders_lien", "lien", "judgment", "caveat", "litigation", "tax_lien", "foreclosure"})
 
@@ -1191,10 +1190,16 @@ def _disowning_sentences(text: str) -> tuple[str, ...]:
 
 
 def _disowned(text: str, kind: str, lexicon: RiskLexicon) -> bool:
-    """The text says an instrument of ``kind`` is not on the title being bought: a sentence of :data:`_NOT_ON_TITLE` that
-    names a term of that kind ("This writ is not on the subject title" clears the writ and its judgment)."""
+    """The text says the instrument of ``kind`` is not on the title being bought: a sentence of :data:`_NOT_ON_TITLE` that
+    names a term of that kind ("This writ is not on the subject title" clears the writ and its judgment). Only where the
+    text speaks of one instrument: not with two registration numbers, nor where it says another is on the title
+    ("... registered against the title", "remains on the title"), nor of a registration still to come ("not registered
+    yet", "will be filed")."""
     sentences = _disowning_sentences(text)
-    if not sentences:
+    if not sentences or len({_digits(n.group(0)) for n in _REGISTRATION.finditer(text)}) > 1:
+        return False
+    if any(_AWAITED_REGISTRATION.search(s) for s in sentences) or any(
+            not re.search(r"\bnot\s+(?:been\s+)?$", text[max(0, m.start() - 12):m.start()]) for m in _ON_TITLE.finditer(text)):
         return False
     terms = {x.term for spec in lexicon.domains.values() for x in spec.terms if x.kind == kind}
     return any(term_pattern(term).search(s) for s in sentences for term in terms)
@@ -1229,7 +1234,7 @@ def registration_age(text: str, start: int) -> int | None:
 #: $4.2M", "Contractor quotes received ($610K - $690K)"); not a reserve study's replacement cost or allowance.
 _REMEDY_PRICE = re.compile(
     r"\b(?:opinion of probable cost|probable cost|budget estimate|cost estimate|class [a-d] estimate|order[- ]of[- ]magnitude (?:cost|estimate)"
-    r"|(?:contractor|tender)'?s? (?:quotes?|quotations?|bids?)(?: received)?|(?:quotes?|quotations?|bids?) received|estimated (?:repair )?cost of "
+    r"|(?:contractor|tender)'?s? (?:quotes?|quotations?|bids?)(?: received)?|estimated (?:repair )?cost of "
     r"(?:the )?(?:repairs?|remediation|rehabilitation|remedial work|recladding|reconstruction)|(?:repair|remediation|remedial) "
     r"(?:cost|estimate|budget)s?|cost to (?:repair|remediate))\b[^.\n]{0,60}?\$\s*\d")
 
@@ -1251,30 +1256,13 @@ def remedy_price(text: str) -> float:
     return best
 
 
-#: A box to tick before the term ("[ ] arrears  [ ] penalties", "☐ special levy"): a form's choice, not a finding.
-_FORM_OPTION = re.compile(r"(?:\[\s?[x✓]?\s?\]|[☐☑☒])\s*$")
-#: A zero stated right before the term, on its line: "$0 arrears", "$0.00 in arrears", "nil penalties", "zero arrears"
-#: (a row's "$0.00" at the end of the line above is that row's value).
-_ZERO_BEFORE = re.compile(r"(?:\$[ \t]?0(?:[.,]00?)?|\bnil|\bzero)[ \t]+(?:in[ \t]+|of[ \t]+)?$")
-#: The account's whole balance as a label and its value: "Current balance: $0.00", "Total outstanding ..... NIL",
-#: "Balance owing: $1,204.50"; a year's or a levy's own balance ("2024 current levy balance") is not the account's.
-_ACCOUNT_BALANCE = re.compile(
-    r"(?<!\d )(?<!levy )(?<!year )(?<!year's )\b(?:current|total|account|outstanding) balance(?: owing| due| outstanding)?|\bbalance (?:owing|due|outstanding)"
-    r"|\btotal (?:amount )?(?:due|owing|outstanding|arrears)\b")
-
-
-@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
-def zero_account_balance(text: str) -> bool:
-    """True when the text states the tax account's whole balance as nothing ("Current balance: $0.00") and no such
-    balance above zero: an account that owes nothing has no arrears, whatever its history says was once unpaid."""
-    verdicts = []
-    for m in _ACCOUNT_BALANCE.finditer(text):
-        eol = text.find("\n", m.end())
-        cell = _ROW_SEPARATOR.sub(" ", re.split(r"[.;](?:\s|$)", text[m.end():eol if eol != -1 else len(text)][:40])[0]).strip()
-        verdicts.append(_cell_verdict(cell.split("  ")[0]) if cell else None)
-    return "zero" in verdicts and "positive" not in verdicts
-
-
+#: An empty box before the term ("[ ] arrears  [ ] penalties", "☐ special levy"): a form's choice, not a finding (a ticked
+#: box is the form's answer and is read as any other row).
+_FORM_OPTION = re.compile(r"(?:\[ ?\]|☐)\s*$")
+#: A zero stated right before the term, one space apart, with no amount after the term on its line: "$0 arrears",
+#: "$0.00 in arrears", "nil penalties" (a column's "$0.00" across a gap, "$0 of arrears totalling $6,140.22" and a row's
+#: "$0.00" at the end of the line above are other values).
+_ZERO_BEFORE = re.compile(r"(?:\$ ?0(?:[.,]00?)?|\bnil|\bzero) (?:in )?$")
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
@@ -1289,10 +1277,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, window)
     if cue is None and _FORM_OPTION.search(low, max(0, m.start() - 8), m.start()):
         cue = "form option"
-    if cue is None and _ZERO_BEFORE.search(low, max(0, m.start() - 16), m.start()):
+    if cue is None and _ZERO_BEFORE.search(low, max(0, m.start() - 16), m.start()) and not _states_money(low[m.end():_line_bounds(low, m.start())[1]]):
         cue = "nothing owing"
-    if cue is None and t.kind == "tax_arrears" and zero_account_balance(low):
-        cue = "account balance nil"
     if cue is None:
         value = row_value(low, m.end())
         if value is None and not heading:
