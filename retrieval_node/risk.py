@@ -843,6 +843,8 @@ def _states_figure(span: str) -> bool:
             continue
         return True
     return False
+
+
 #: A date stated: "2024-08-06", "Aug. 6, 2024", the court forms' "6th day of August, 2024", "6 August 2024", and a month
 #: of a year ("registered June 2024", "first payment January 2025"); a month and day without the year ("due June 30")
 #: is a bylaw's or a notice's standing term as often as an event, and is not one.
@@ -1263,6 +1265,8 @@ _FORM_OPTION = re.compile(r"(?:\[ ?\]|☐)\s*$")
 #: "$0.00 in arrears", "nil penalties" (a column's "$0.00" across a gap, "$0 of arrears totalling $6,140.22" and a row's
 #: "$0.00" at the end of the line above are other values).
 _ZERO_BEFORE = re.compile(r"(?:\$ ?0(?:[.,]00?)?|\bnil|\bzero) (?:in )?$")
+
+
 def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
