@@ -71,6 +71,12 @@ def test_embedding_backends_smoke(tmp_path):  # ~20 s: not marked slow
     assert res["onnx"]["cosine_vs_torch"]["min"] >= 0.9999 and res["onnx-int8"]["cosine_vs_torch"]["min"] >= 0.95
 
 
+def test_risk_probe_packages_smoke(tmp_path):
+    data = _run(["benchmarks/risk_probe_packages.py", "--smoke"], tmp_path / "pp.json")
+    row = data["results"]["set_c"]["title"]  # one deal ingested through the normal path, its agent asked, the excerpt counted
+    assert row["material"] == 1 and row["packed"] in (0, 1) and row["reported"] in (0, 1) and len(row["not_packed"]) == 1 - row["packed"]
+
+
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
     for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f"):  # every set read, its excerpts counted as material or benign
