@@ -46,10 +46,12 @@ def _load(name: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _base_chunks() -> list[dict]:
+def _base_chunks(*, condo: bool = True) -> list[dict]:
     from retrieval_node.evaluation import SAMPLE_DATA
 
     rows = [json.loads(x) for x in (SAMPLE_DATA / "clean_deal" / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    if not condo:
+        return rows
     rows += [r for r in (json.loads(x) for x in (SAMPLE_DATA / "sample_deal" / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if x.strip())
              if r["document_role"] == "CONDO_DOCS"]
     return rows
@@ -82,7 +84,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many material excerpts per set and domain")
     ap.add_argument("--out", help="result JSON (default benchmarks/results/risk_probe_packages.json)")
     ap.add_argument("--domains", default="title,tax,condo", help="comma-separated domains (default all three)")
-    ap.add_argument("--smoke", action="store_true", help="one title excerpt of set C in one deal (CI: checks the script runs)")
+    ap.add_argument("--smoke", action="store_true", help="one title excerpt of set C in one small deal: the clean deal and two look-alikes "
+                    "(CI: checks the script runs)")
     a = ap.parse_args()
     if a.smoke:
         a.sets, a.limit, a.domains = "set_c", 1, "title"
@@ -92,7 +95,7 @@ def main() -> int:
     from retrieval_node.risk import risk_signal
 
     t0 = time.perf_counter()
-    base = _base_chunks()
+    base = _base_chunks(condo=not a.smoke)
     results: dict[str, dict] = {}
     rows = []
     with tempfile.TemporaryDirectory(prefix="rn-probe-packages-") as tmp, Store.open(Path(tmp) / "store") as store:
@@ -103,7 +106,7 @@ def main() -> int:
         for name in a.sets.split(","):
             items = _load(name)
             for domain in [d for d in PLACEMENT if d in a.domains.split(",")]:
-                benign = [x for x in items if x["domain"] == domain and not x["material"]]
+                benign = [x for x in items if x["domain"] == domain and not x["material"]][: 2 if a.smoke else None]
                 material = [x for x in items if x["domain"] == domain and x["material"]][: a.limit]
                 for k, it in enumerate(material):
                     deal_id = f"2026-PROBE-{Path(name).stem.replace('_', '')}{domain[:2]}{k:03d}".upper()
