@@ -20,6 +20,12 @@ from _common import machine_info, now_iso, result_path, table, write_result  # n
 PROBE_DIR = Path(__file__).resolve().parent / "risk_probe"
 
 
+def load_set(name: str) -> list[dict]:
+    """The excerpts of a probe set: a name in ``benchmarks/risk_probe/`` ("set_c") or a path to a ``.jsonl`` file."""
+    path = Path(name) if name.endswith(".jsonl") else PROBE_DIR / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="set_a,set_b,set_c,set_d,set_e,set_f",
@@ -36,8 +42,7 @@ def main() -> None:
     results: dict[str, dict] = {}
     rows = []
     for name in args.sets.split(","):
-        path = Path(name) if name.endswith(".jsonl") else PROBE_DIR / f"{name}.jsonl"
-        items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        items = load_set(name)
         if args.smoke:
             items = items[:10]
         per: dict[str, dict] = {}

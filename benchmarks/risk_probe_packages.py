@@ -34,16 +34,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine_info, now_iso, result_path, table, write_result  # noqa: E402
+from risk_probe import load_set  # noqa: E402
 
-PROBE_DIR = Path(__file__).resolve().parent / "risk_probe"
 #: domain -> (agent, section type, document role) of an excerpt
 PLACEMENT = {"title": ("investigator", "INSTRUMENTS_REGISTER", "TITLE_SEARCH"), "tax": ("tax", "TAX_ARREARS", "TAX_CERTIFICATE"),
              "condo": ("condo", "CONDO_MINUTES", "CONDO_DOCS")}
-
-
-def _load(name: str) -> list[dict]:
-    path = Path(name) if name.endswith(".jsonl") else PROBE_DIR / f"{name}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _base_chunks(*, condo: bool = True) -> list[dict]:
@@ -62,7 +57,7 @@ def build_deal(deal_id: str, material: dict, benign: list[dict], base: list[dict
     from retrieval_node.models import DocumentChunk
 
     lines: list[str] = []
-    for i, r in enumerate(base):
+    for r in base:
         c = DocumentChunk.build(deal_id=deal_id, document_id=f"{deal_id}/base-{r['document_id'].split('/', 1)[1]}", document_role=r["document_role"],
                                 page_start=r["page_start"], page_end=r["page_end"], section_type=r["section_type"], content=r["content"],
                                 token_count=tokens.count(r["content"]))
@@ -104,7 +99,7 @@ def main() -> int:
         plan: list[tuple[str, str, dict, str]] = []  # (set, deal id, material excerpt, its chunk id)
         out_lines: list[str] = []
         for name in a.sets.split(","):
-            items = _load(name)
+            items = load_set(name)
             for domain in [d for d in PLACEMENT if d in a.domains.split(",")]:
                 benign = [x for x in items if x["domain"] == domain and not x["material"]][: 2 if a.smoke else None]
                 material = [x for x in items if x["domain"] == domain and x["material"]][: a.limit]
