@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Embedding backends side by side (issue 18 "Faster ingest"): PyTorch fp32, ONNX Runtime fp32, ONNX Runtime int8.
+"""Embedding backends side by side (issue 18 "Faster ingest"): PyTorch fp32, PyTorch with bf16 autocast, ONNX Runtime
+fp32, ONNX Runtime int8.
 
 What is measured, on the same texts for every backend:
 
@@ -7,7 +8,7 @@ What is measured, on the same texts for every backend:
    temporary directory so the one-off export is timed too) and load it; PyTorch just loads.
 2. **throughput**: the chunks' window texts, cut as ingest cuts them (``window_spans`` with the config's
    ``window_tokens`` / ``window_overlap_tokens``), embedded with ``embed_windows`` in batches of
-   ``embedding_batch_size``; chunks/s = chunks / seconds. Passes are interleaved (torch, onnx, onnx-int8, torch, ...)
+   ``embedding_batch_size``; chunks/s = chunks / seconds. Passes are interleaved (torch, torch-bf16, onnx, onnx-int8, torch, ...)
    ``--repeats`` times so load drifting on a shared machine hits every backend; the load average is recorded
    before and after every pass.
 3. **agreement**: cosine of each window's vector with PyTorch's (min, 1st percentile, mean).

@@ -31,6 +31,7 @@ The model is warmed before anything is timed.
 
     python benchmarks/ingest_throughput.py                 # 2,000 chunks
     python benchmarks/ingest_throughput.py --smoke         # 48 chunks, well under a minute
+    RETRIEVAL_NODE_EMBEDDING_BACKEND=torch-bf16 python benchmarks/ingest_throughput.py   # another embedding backend
 
 Writes ``benchmarks/results/ingest_throughput.json`` (``ingest_throughput_smoke.json``
 for ``--smoke``; ``--out`` overrides) with the machine, versions, settings and figures.
@@ -234,7 +235,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     config = load_config(args.config_dir)
     rc = config.retrieval
     t = time.perf_counter()
-    embedder = SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size)
+    embedder = SentenceTransformerEmbedder.load(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size,
+                                                backend=rc.embedding_backend, onnx_dir=rc.embedding_onnx_dir)
     model_load_s = time.perf_counter() - t
     counter = TiktokenCounter(rc.tokenizer_encoding)
     batch = rc.embedding_batch_size
@@ -395,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             **{k: v for k, v in vars(args).items() if k != "out"},
             "embedding_model": rc.embedding_model,
             "embedding_batch_size": rc.embedding_batch_size,
+            "embedding_backend": rc.embedding_backend,
             "window_tokens": rc.window_tokens,
             "window_overlap_tokens": rc.window_overlap_tokens,
             "vector_backend": rc.vector_backend,

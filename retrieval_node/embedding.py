@@ -17,16 +17,19 @@ tensor a (N) must match ... (512)"). Two layers keep every text inside that:
   windows; the cosine to it is the mean cosine to the windows up to one
   scale factor).
 
-Backends (``embedding_backend``): ``torch`` (the default, sentence-transformers on PyTorch fp32), ``onnx`` (the
-same MiniLM exported once to ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8
-quantisation of its weights). The ONNX files are exported locally from the packaged model on first use
+Backends (``embedding_backend``): ``torch`` (the default, sentence-transformers on PyTorch fp32), ``torch-bf16`` (the
+same model under PyTorch's CPU autocast to bfloat16: matrix products in bf16, layer norms, softmax and the pooling in
+fp32; fast on CPUs with AVX512-BF16 or AMX, slower than fp32 elsewhere), ``onnx`` (the same MiniLM exported once to
+ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8 quantisation of its weights). The ONNX files are exported locally from the packaged model on first use
 (:func:`onnx_cache_dir`, owner-only) and reused; nothing is downloaded. Each backend gives its own
 :func:`model_identity`, so vectors of one backend are never served for another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -42,8 +45,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-#: The embedding backends (``embedding_backend``): PyTorch fp32, ONNX Runtime fp32, ONNX Runtime dynamic int8.
-EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+#: The embedding backends (``embedding_backend``): PyTorch fp32, PyTorch with bf16 autocast, ONNX Runtime fp32, ONNX
+#: Runtime dynamic int8.
+EMBEDDING_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+#: The backends that run the sentence-transformers model itself (the others run an ONNX export of it).
+TORCH_BACKENDS = ("torch", "torch-bf16")
 #: ONNX opset of the local export (part of the ONNX backends' model identity).
 ONNX_OPSET = 17
 
@@ -170,7 +176,7 @@ class SentenceTransformerEmbedder:
         return {i for i, ids in zip(maybe, counts, strict=True) if len(ids) > self.max_tokens}
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
+        with self._lock, _precision(self.backend):
             self.calls += 1
             vectors = self._model.encode(
                 texts,
@@ -213,8 +219,8 @@ def model_identity(path: str, backend: str = "torch") -> str:
     the versions of torch, transformers and sentence-transformers (their kernels make the floats) and the pooling
     constants of :meth:`SentenceTransformerEmbedder.embed`. A reinstalled or edited model, or another library
     version, gives another key: vectors cached under the old one are not served. An ONNX backend adds its name,
-    the versions of onnxruntime and onnx and the export settings (another backend: another key); the torch key is
-    the one of earlier versions, so existing caches stay valid.
+    the versions of onnxruntime and onnx and the export settings, ``torch-bf16`` its name and autocast settings
+    (another backend: another key); the torch key is the one of earlier versions, so existing caches stay valid.
     """
     if backend not in EMBEDDING_BACKENDS:
         raise ValueError(f"unknown embedding backend {backend!r}; one of {', '.join(EMBEDDING_BACKENDS)}")
@@ -244,6 +250,9 @@ def model_identity(path: str, backend: str = "torch") -> str:
     h.update(f"pool={POOL_WINDOW_TOKENS}/{POOL_OVERLAP_TOKENS}".encode())
     if backend == "torch":
         return "minilm:" + h.hexdigest()[:32]
+    if backend == "torch-bf16":
+        h.update(f"backend={backend}\0{_AUTOCAST_SETTINGS}".encode())
+        return f"minilm-{backend}:" + h.hexdigest()[:32]
     versions("onnxruntime", "onnx")
     h.update(f"backend={backend}\0opset={ONNX_OPSET}\0{_QUANT_SETTINGS if backend == 'onnx-int8' else ''}".encode())
     return f"minilm-{backend}:" + h.hexdigest()[:32]
@@ -327,8 +336,14 @@ _MODELS_LOCK = threading.Lock()
 
 
 def _load_model(path: str, backend: str = "torch", onnx_dir: str | None = None) -> Any:
+    """The model a backend runs: one ``SentenceTransformer`` per directory for both PyTorch backends (``torch-bf16``
+    is the fp32 model run under autocast, :func:`_precision`), an :class:`OnnxSentenceModel` for the ONNX ones."""
     if backend not in EMBEDDING_BACKENDS:
         raise EmbeddingModelMissing(f"unknown embedding backend {backend!r}; one of {', '.join(EMBEDDING_BACKENDS)}")
+    if backend == "torch-bf16":
+        model = _load_model(path, "torch")
+        _check_bf16(path, model)
+        return model
     if backend != "torch":
         key = f"{backend}\0{path}\0{onnx_dir or ''}"
         with _MODELS_LOCK:
@@ -356,6 +371,46 @@ def _load_model(path: str, backend: str = "torch", onnx_dir: str | None = None) 
             except Exception as exc:  # a broken or partial model directory
                 raise EmbeddingModelMissing(f"could not load the embedding model from {path}: {exc}") from exc
         return _MODELS[path]
+
+
+#: how the ``torch-bf16`` backend runs the model (part of its model identity): ``torch.autocast`` on the CPU to
+#: bfloat16, PyTorch's own op lists (matrix products in bf16; layer norms, softmax and the sums in fp32)
+_AUTOCAST_SETTINGS = "autocast device=cpu dtype=bfloat16"
+#: a bf16 vector of the probe text must agree with the fp32 one at least this well (cosine), checked once per model
+_BF16_CHECK = 0.999
+_BF16_CHECKED: set[str] = set()
+
+
+def _precision(backend: str) -> Any:
+    """The context a backend's forward passes run in: bf16 autocast for ``torch-bf16``, nothing for the others."""
+    if backend != "torch-bf16":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def _check_bf16(path: str, model: Any) -> None:
+    """Once per model directory: bf16 autocast must give the fp32 vector of a probe text (cosine >= 0.999; a CPU
+    kernel that mishandles bf16 would otherwise fill a store with wrong vectors), and a CPU without native bf16
+    (AVX512-BF16 or AMX) is warned about: there the backend runs, emulated, slower than fp32."""
+    if path in _BF16_CHECKED:
+        return
+    import torch
+
+    ref = model.encode([_PROBE], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
+    with _precision("torch-bf16"):
+        got = model.encode([_PROBE], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
+    cos = float(np.dot(np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)))
+    if not cos >= _BF16_CHECK:
+        raise EmbeddingModelMissing(f"embedding_backend torch-bf16: bf16 autocast on this CPU disagrees with fp32 "
+                                    f"(cosine {cos:.5f} < {_BF16_CHECK} on a probe text); use embedding_backend: torch")
+    native = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)() or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    if not native:
+        logging.getLogger(__name__).warning(
+            "embedding_backend torch-bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); bf16 is emulated and "
+            "slower than the torch (fp32) backend")
+    _BF16_CHECKED.add(path)
 
 
 #: dynamic int8 quantisation of the ``onnx-int8`` backend (onnxruntime.quantization.quantize_dynamic): int8 weights,

@@ -39,7 +39,7 @@ from .backends.mem0_edge import EdgeMemoryStore, attach
 from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
-from .embedding import Embedder, LazyEmbedder
+from .embedding import EMBEDDING_BACKENDS, Embedder, LazyEmbedder
 from .errors import BackendError, ConfigError, StoreLockedError, StorePathError
 from .query_cache import QUERY_DB, QueryVectorCache
 from .tokens import TiktokenCounter, TokenCounter
@@ -444,9 +444,9 @@ def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
     if problems:
         raise ConfigError(f"{path}: the store manifest was edited or damaged ({'; '.join(problems)}); {fix}")
     backend = recorded.get(_BACKEND_KEY, "torch")
-    if backend not in ("torch", "onnx", "onnx-int8"):
+    if backend not in EMBEDDING_BACKENDS:
         raise ConfigError(f"{path}: the store manifest was edited or damaged ({_BACKEND_KEY} is {backend!r}, not one of "
-                          f"torch, onnx, onnx-int8); write back the backend its vectors were made with; nothing in the store was changed")
+                          f"{', '.join(EMBEDDING_BACKENDS)}); write back the backend its vectors were made with; nothing in the store was changed")
     return {key: recorded[key] for key in _ENGINE_KEYS} | {_BACKEND_KEY: backend}
 
 

@@ -67,8 +67,9 @@ def test_embedding_backends_smoke(tmp_path):  # ~20 s: not marked slow
     pytest.importorskip("onnxruntime")
     data = _run(["benchmarks/embedding_backends.py", "--smoke"], tmp_path / "emb.json")
     res = data["results"]
-    assert set(res) == {"torch", "onnx", "onnx-int8"} and all(r["best_chunks_per_s"] > 0 for r in res.values())
+    assert set(res) == {"torch", "torch-bf16", "onnx", "onnx-int8"} and all(r["best_chunks_per_s"] > 0 for r in res.values())
     assert res["onnx"]["cosine_vs_torch"]["min"] >= 0.9999 and res["onnx-int8"]["cosine_vs_torch"]["min"] >= 0.95
+    assert res["torch-bf16"]["cosine_vs_torch"]["min"] >= 0.999
 
 
 def test_risk_probe_packages_smoke(tmp_path):
