@@ -87,6 +87,7 @@ def _repair_digits(low: str) -> str:
 _OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00a4\u00a8\u00b4\u02dc\u00ab\u00bb~^"})
 
 
+@lru_cache(maxsize=64)  # a chunk is read under each risk setting of the profiles in turn (precompute, rankers)
 def normalise_ocr(text: str) -> str:
     """Lower-case, join words hyphenated across line breaks, unify apostrophes, read scan specks as spaces, repair OCR
     letters inside numbers and digits inside words.
@@ -154,6 +155,39 @@ def _ocr_tolerant(source: str) -> str:
             out.append(_CONFUSABLE_VERDICT.get(ch, ch))
             i += 1
     return "".join(out)
+
+
+def _merged_classes() -> dict[str, str]:
+    """Each character of a :data:`_CONFUSABLE` class (and its letter) -> one representative of its merged class:
+    classes that share a character merge (e/3/c with c/e, g/9/q with q/g, l/1/i/|/! with i/1/l/|/!)."""
+    groups: list[set[str]] = []
+    for letter, cls in _CONFUSABLE.items():
+        assert cls.startswith("[") and cls.endswith("]") and "\\" not in cls and "-" not in cls, cls  # plain sets only
+        members = {letter, *cls[1:-1]}
+        for g in [g for g in groups if g & members]:
+            members |= g
+            groups.remove(g)
+        groups.append(members)
+    return {x: min(g) for g in groups for x in g}
+
+
+#: :func:`canonical`'s table (same length in and out)
+_CANON = str.maketrans(_merged_classes())
+
+
+def canonical(low: str) -> str:
+    """``low`` (a :func:`normalise_ocr` text) with each OCR-confusable character replaced by its class's
+    representative: wherever :func:`term_pattern` matches, every run of the term's characters between its spaces
+    and apostrophes (:func:`term_runs`) stands in this text as it is."""
+    return low.translate(_CANON)
+
+
+@lru_cache(maxsize=4096)
+def term_runs(term: str) -> tuple[str, ...]:
+    """The runs of ``term`` between its spaces and apostrophes, in :func:`canonical` spelling: a text whose
+    canonical form lacks one of them cannot match :func:`term_pattern` (each character of a run matches only
+    characters of its own class, and the run's characters stand next to each other in any match)."""
+    return tuple(r for r in re.split(r"[ ']+", term.lower().translate(_CANON)) if r)
 
 
 @lru_cache(maxsize=4096)
@@ -1357,17 +1391,20 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     if union is None or union.search(low) is None:
         specs = []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
     headings = _heading_lines(text) if specs else set()
+    canon = canonical(low) if specs else ""
     for spec in specs:
         for t in spec.terms:
             if t.term in seen_terms:
                 continue
+            seen_terms.add(t.term)
+            if not all(r in canon for r in term_runs(t.term)):
+                continue  # a run of the term's letters is missing: its regex cannot match (term_runs)
             for m in term_pattern(t.term).finditer(low):
                 read = _read_mention(low, m, t, lexicon, headings)
                 if read is None:
                     continue
                 cue, factor, how = read
                 matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
-            seen_terms.add(t.term)
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
     matches = [m for m in matches if not any(o is not m and o.start <= m.start and m.end <= o.end and (o.end - o.start) > (m.end - m.start) for o in matches)]
     numeric: list[str] = []

@@ -882,6 +882,69 @@ def test_ocr_readings_the_rules_rely_on():
     assert sentence_ends(low) == (low.index("dec.") + len("dec."),)  # no day follows: the sentence ends
 
 
+def test_the_term_screen_never_hides_a_match_the_term_regex_finds():
+    """risk_signal skips a term's regex when a run of its letters is missing from the text's canonical spelling
+    (term_runs): stated for every lexicon term, in OCR spellings of each letter, any spacing or hyphens, with or
+    without the apostrophe and the plural, inside random text."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    from retrieval_node.risk import _CONFUSABLE, canonical, term_pattern, term_runs
+
+    assert LEX is not None
+    terms = sorted({t.term for spec in LEX.domains.values() for t in spec.terms})
+    assert len(terms) > 50
+
+    def spelled(term: str, draw) -> str:
+        out = []
+        for ch in term.lower():
+            if ch == " ":
+                out.append(draw(st_.sampled_from([" ", "  ", "\n", "-", " - ", "\t"])))
+            elif ch == "'":
+                out.append(draw(st_.sampled_from(["'", ""])))
+            elif ch in _CONFUSABLE:
+                out.append(draw(st_.sampled_from(sorted(set(_CONFUSABLE[ch].strip("[]"))))))
+            else:
+                out.append(ch)
+        return "".join(out) + draw(st_.sampled_from(["", "s", "es"]))
+
+    filler = st_.text(alphabet="abcdeilos0135$|! \n,.'-", max_size=40)
+
+    @settings(max_examples=400, deadline=None)
+    @given(st_.data())
+    def holds(data) -> None:
+        term = data.draw(st_.sampled_from(terms))
+        text = data.draw(filler) + " " + spelled(term, data.draw) + " " + data.draw(filler)
+        low = normalise_ocr(text)
+        if term_pattern(term).search(low):  # the screen may only ever skip texts the regex does not match
+            assert all(r in canonical(low) for r in term_runs(term)), (term, low)
+
+    holds()
+    # and the spellings above do reach the regex: the property is not vacuous
+    for term in terms:
+        assert term_pattern(term).search(normalise_ocr(f"on title: {term} registered")), term
+
+
+def test_the_term_screen_changes_no_signal(monkeypatch):
+    """The same findings with the screen as without it, on our own texts and OCR-damaged copies of them."""
+    import retrieval_node.risk as risk
+
+    texts = [
+        "252 114 567 2025/11/03 BUILDERS' LIEN by Bow River Drywall Ltd. for $48,260.00 against the lands.",
+        "Caveat re: development agreement in favour of the City, registered 2019; no lien is registered.",
+        "Tax certificate: arrears $3,412.77 for 2024, penalties $341.28; the 2025 levy is paid in full.",
+        "Minutes: the owners approved a special levy of $12,000 per unit for the roof; the reserve fund balance is "
+        "$41,000 against a recommended $390,000.",
+        "Writ of enforcement 241 998 001 against the registered owner, judgment for $22,410.55.",
+    ]
+    variants = texts + [t.upper() for t in texts] + [t.replace("o", "0").replace("l", "1").replace("e", "c") for t in texts]
+    domains = ["title", "tax", "condo"]
+    screened = [risk_signal(t, LEX, domains) for t in variants]
+    monkeypatch.setattr(risk, "term_runs", lambda term: ())  # no screen: every term's regex runs
+    assert [risk_signal(t, LEX, domains) for t in variants] == screened
+    assert any(s.material for s in screened)
+
+
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
 # Kinds of failure read on a probe set written by another helper; each rule stated here in new text, several layouts.
 
