@@ -26,7 +26,8 @@ registry overhead = median over the ingests of ingest / mean(raw pass before, ra
 minutes on a shared machine hits both sides; best / best and median / median are reported beside it.
 A raw pass with the ingest's own batch boundaries (it closes a batch once it holds at
 least ``embedding_batch_size`` windows) separates batching effects from registry costs.
-Also timed on their own, as diagnostics: parsing + validating the lines, and cutting windows.
+Also timed on their own, as diagnostics: parsing + validating the lines, cutting windows, and ingest's
+precomputation (``ChunkFindings.compute``: risk findings and excerpt spans per risk setting, body token counts).
 The model is warmed before anything is timed.
 
     python benchmarks/ingest_throughput.py                 # 2,000 chunks
@@ -230,6 +231,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from retrieval_node.config import load_config
     from retrieval_node.embedding import SentenceTransformerEmbedder
     from retrieval_node.ingest import Rejection, read_chunks
+    from retrieval_node.precompute import ChunkFindings
     from retrieval_node.tokens import TiktokenCounter
 
     config = load_config(args.config_dir)
@@ -253,6 +255,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with Phase() as ph_parse:  # diagnostic: parsing + validating alone (JSON, pydantic, hashes, cl100k counts)
             parsed = sum(1 for f in files for _, item in read_chunks(f, count_tokens=counter.count) if not isinstance(item, Rejection))
         per_chunk, spans_s = window_texts(chunks, embedder, rc)
+        with Phase() as ph_pre:  # diagnostic: ingest's precomputation alone (risk findings and excerpt spans, body counts)
+            ChunkFindings(work / "findings-alone.db", config).compute([(c.deal_id, c.chunk_id, c.content) for c in chunks])
         texts = [w for ws in per_chunk for w in ws]
         n_windows = len(texts)
         chars = [len(c.content) for c in chunks]
@@ -314,6 +318,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "generate_and_write_s": round(generate_s, 3),
         "parse_validate": rate(ph_parse.seconds, other_cores=ph_parse.other_cores, valid=parsed),
         "window_spans": rate(spans_s),
+        "precompute_alone": rate(ph_pre.seconds, other_cores=ph_pre.other_cores),
         "raw_embed_runs": [rate(x["seconds"], other_cores=x["other_cores"]) for x in raw],
         "raw_embed_best": rate(min(raw_s)),
         "raw_embed_median": rate(statistics.median(raw_s)),
@@ -345,7 +350,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     def row(label: str, x: dict[str, Any], note: str = "") -> list[Any]:
         return [label, x["seconds"], x["chunks_per_s"], x["windows_per_s"], x.get("other_cores"), note]
 
-    rows = [row("parse + validate lines (alone)", r["parse_validate"], "JSON, pydantic, hashes, cl100k"), row("window spans (tokenizer alone)", r["window_spans"])]
+    rows = [row("parse + validate lines (alone)", r["parse_validate"], "JSON, pydantic, hashes, cl100k"), row("window spans (tokenizer alone)", r["window_spans"]),
+            row("precompute (alone)", r["precompute_alone"], "risk findings + excerpt spans, body counts")]
     raws, ings = r["raw_embed_runs"], r["ingest_runs"]
     for i, x in enumerate(raws):
         rows.append(row(f"raw embed, batches of {b} (run {i + 1})", x))
