@@ -256,7 +256,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             parsed = sum(1 for f in files for _, item in read_chunks(f, count_tokens=counter.count) if not isinstance(item, Rejection))
         per_chunk, spans_s = window_texts(chunks, embedder, rc)
         with Phase() as ph_pre:  # diagnostic: ingest's precomputation alone (risk findings and excerpt spans, body counts)
-            ChunkFindings(work / "findings-alone.db", config).compute([(c.deal_id, c.chunk_id, c.content) for c in chunks])
+            alone = ChunkFindings(work / "findings-alone.db", config)
+            alone.compute([(c.deal_id, c.chunk_id, c.content) for c in chunks])
+            alone.close()
         texts = [w for ws in per_chunk for w in ws]
         n_windows = len(texts)
         chars = [len(c.content) for c in chunks]

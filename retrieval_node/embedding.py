@@ -18,8 +18,8 @@ tensor a (N) must match ... (512)"). Two layers keep every text inside that:
   scale factor).
 
 Backends (``embedding_backend``): ``torch`` (the default, sentence-transformers on PyTorch fp32), ``torch-bf16`` (the
-same model under PyTorch's CPU autocast to bfloat16: matrix products in bf16, layer norms, softmax and the pooling in
-fp32; fast on CPUs with AVX512-BF16 or AMX, slower than fp32 elsewhere), ``onnx`` (the same MiniLM exported once to
+same model under PyTorch's CPU autocast to bfloat16: matrix products and the attention in bf16, layer norms and the
+pooling in fp32; fast on CPUs with AVX512-BF16 or AMX, slower than fp32 elsewhere), ``onnx`` (the same MiniLM exported once to
 ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8 quantisation of its weights). The ONNX files are exported locally from the packaged model on first use
 (:func:`onnx_cache_dir`, owner-only) and reused; nothing is downloaded. Each backend gives its own
 :func:`model_identity`, so vectors of one backend are never served for another.
@@ -48,8 +48,6 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 #: The embedding backends (``embedding_backend``): PyTorch fp32, PyTorch with bf16 autocast, ONNX Runtime fp32, ONNX
 #: Runtime dynamic int8.
 EMBEDDING_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
-#: The backends that run the sentence-transformers model itself (the others run an ONNX export of it).
-TORCH_BACKENDS = ("torch", "torch-bf16")
 #: ONNX opset of the local export (part of the ONNX backends' model identity).
 ONNX_OPSET = 17
 
@@ -374,7 +372,8 @@ def _load_model(path: str, backend: str = "torch", onnx_dir: str | None = None) 
 
 
 #: how the ``torch-bf16`` backend runs the model (part of its model identity): ``torch.autocast`` on the CPU to
-#: bfloat16, PyTorch's own op lists (matrix products in bf16; layer norms, softmax and the sums in fp32)
+#: bfloat16, PyTorch's own op lists (matrix products and scaled-dot-product attention in bf16; layer norms and the
+#: pooling's sums in fp32)
 _AUTOCAST_SETTINGS = "autocast device=cpu dtype=bfloat16"
 #: a bf16 vector of the probe text must agree with the fp32 one at least this well (cosine), checked once per model
 _BF16_CHECK = 0.999
@@ -382,12 +381,22 @@ _BF16_CHECKED: set[str] = set()
 
 
 def _precision(backend: str) -> Any:
-    """The context a backend's forward passes run in: bf16 autocast for ``torch-bf16``, nothing for the others."""
-    if backend != "torch-bf16":
+    """The context a backend's forward passes run in: bf16 autocast for ``torch-bf16``; autocast switched off for
+    ``torch`` (a caller's own ``torch.autocast`` must not give bf16 vectors under the fp32 model identity); nothing
+    for the ONNX backends."""
+    if backend not in ("torch", "torch-bf16"):
         return contextlib.nullcontext()
     import torch
 
-    return torch.autocast("cpu", dtype=torch.bfloat16)
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=backend == "torch-bf16")
+
+
+def _native_bf16() -> bool:
+    """Whether this x86 CPU computes bf16 natively (AVX512-BF16 or AMX tiles); other CPUs are reported as not."""
+    import torch
+
+    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+    return any(p is not None and p() for p in probes)
 
 
 def _check_bf16(path: str, model: Any) -> None:
@@ -398,15 +407,15 @@ def _check_bf16(path: str, model: Any) -> None:
         return
     import torch
 
-    ref = model.encode([_PROBE], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
+    with _precision("torch"):
+        ref = model.encode([_PROBE], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
     with _precision("torch-bf16"):
         got = model.encode([_PROBE], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
     cos = float(np.dot(np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)))
     if not cos >= _BF16_CHECK:
         raise EmbeddingModelMissing(f"embedding_backend torch-bf16: bf16 autocast on this CPU disagrees with fp32 "
                                     f"(cosine {cos:.5f} < {_BF16_CHECK} on a probe text); use embedding_backend: torch")
-    native = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)() or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    if not native:
+    if not _native_bf16():
         logging.getLogger(__name__).warning(
             "embedding_backend torch-bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); bf16 is emulated and "
             "slower than the torch (fp32) backend")
