@@ -74,7 +74,8 @@ class RetrievalConfig(_Strict):
         "torch",
         description="What runs the model: 'torch' (sentence-transformers on PyTorch, fp32; the default), 'torch-bf16' "
         "(the same under PyTorch's bf16 autocast: measured at cosine >= 0.9999 to fp32, checked at >= 0.999 on a probe "
-        "text at load; faster on CPUs with AVX512-BF16 or AMX, slower elsewhere), 'onnx' (ONNX Runtime, fp32) or 'onnx-int8' (ONNX Runtime, dynamic int8 weights); the ONNX ones need the onnx extra and "
+        "text at load; faster on CPUs with AVX512-BF16 or AMX, slower elsewhere), 'onnx' (ONNX Runtime, fp32) or "
+        "'onnx-int8' (ONNX Runtime, dynamic int8 weights); the ONNX ones need the onnx extra and "
         "export the packaged model once into embedding_onnx_dir. A store keeps the backend it was created with "
         "(store.json): its vectors come from it, so opening it with another is refused.",
     )

@@ -19,8 +19,9 @@ tensor a (N) must match ... (512)"). Two layers keep every text inside that:
 
 Backends (``embedding_backend``): ``torch`` (the default, sentence-transformers on PyTorch fp32), ``torch-bf16`` (the
 same model under PyTorch's CPU autocast to bfloat16: matrix products and the attention in bf16, layer norms and the
-pooling in fp32; fast on CPUs with AVX512-BF16 or AMX, slower than fp32 elsewhere), ``onnx`` (the same MiniLM exported once to
-ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8 quantisation of its weights). The ONNX files are exported locally from the packaged model on first use
+pooling in fp32; fast on CPUs with AVX512-BF16 or AMX, slower than fp32 elsewhere), ``onnx`` (the same MiniLM
+exported once to ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8 quantisation of
+its weights). The ONNX files are exported locally from the packaged model on first use
 (:func:`onnx_cache_dir`, owner-only) and reused; nothing is downloaded. Each backend gives its own
 :func:`model_identity`, so vectors of one backend are never served for another.
 """
@@ -338,10 +339,14 @@ def _load_model(path: str, backend: str = "torch", onnx_dir: str | None = None) 
     is the fp32 model run under autocast, :func:`_precision`), an :class:`OnnxSentenceModel` for the ONNX ones."""
     if backend not in EMBEDDING_BACKENDS:
         raise EmbeddingModelMissing(f"unknown embedding backend {backend!r}; one of {', '.join(EMBEDDING_BACKENDS)}")
-    if backend == "torch-bf16":
-        model = _load_model(path, "torch")
-        _check_bf16(path, model)
-        return model
+    if backend == "torch-bf16":  # the fp32 model, checked under autocast once and then kept under its own key
+        key = f"{backend}\0{path}"
+        if key not in _MODELS:
+            model = _load_model(path, "torch")
+            _check_bf16(model)
+            with _MODELS_LOCK:
+                _MODELS.setdefault(key, model)
+        return _MODELS[key]
     if backend != "torch":
         key = f"{backend}\0{path}\0{onnx_dir or ''}"
         with _MODELS_LOCK:
@@ -377,7 +382,6 @@ def _load_model(path: str, backend: str = "torch", onnx_dir: str | None = None) 
 _AUTOCAST_SETTINGS = "autocast device=cpu dtype=bfloat16"
 #: a bf16 vector of the probe text must agree with the fp32 one at least this well (cosine), checked once per model
 _BF16_CHECK = 0.999
-_BF16_CHECKED: set[str] = set()
 
 
 def _precision(backend: str) -> Any:
@@ -399,14 +403,11 @@ def _native_bf16() -> bool:
     return any(p is not None and p() for p in probes)
 
 
-def _check_bf16(path: str, model: Any) -> None:
-    """Once per model directory: bf16 autocast must give the fp32 vector of a probe text (cosine >= 0.999; a CPU
-    kernel that mishandles bf16 would otherwise fill a store with wrong vectors), and a CPU without native bf16
-    (AVX512-BF16 or AMX) is warned about: there the backend runs, emulated, slower than fp32."""
-    if path in _BF16_CHECKED:
-        return
-    import torch
-
+def _check_bf16(model: Any) -> None:
+    """Before a model is first kept for ``torch-bf16`` (:func:`_load_model`): bf16 autocast must give the fp32 vector
+    of a probe text (cosine >= 0.999; a CPU kernel that mishandles bf16 would otherwise fill a store with wrong
+    vectors), and a CPU without native bf16 (AVX512-BF16 or AMX) is warned about: there the backend runs, emulated,
+    slower than fp32."""
     with _precision("torch"):
         ref = model.encode([_PROBE], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)[0]
     with _precision("torch-bf16"):
@@ -419,7 +420,6 @@ def _check_bf16(path: str, model: Any) -> None:
         logging.getLogger(__name__).warning(
             "embedding_backend torch-bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); bf16 is emulated and "
             "slower than the torch (fp32) backend")
-    _BF16_CHECKED.add(path)
 
 
 #: dynamic int8 quantisation of the ``onnx-int8`` backend (onnxruntime.quantization.quantize_dynamic): int8 weights,

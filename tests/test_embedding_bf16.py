@@ -16,7 +16,13 @@ import pytest
 
 from retrieval_node import embedding
 from retrieval_node.config import RetrievalConfig, load_config
-from retrieval_node.embedding import EMBEDDING_BACKENDS, LazyEmbedder, SentenceTransformerEmbedder, model_identity, resolve_model_path
+from retrieval_node.embedding import (
+    EMBEDDING_BACKENDS,
+    LazyEmbedder,
+    SentenceTransformerEmbedder,
+    model_identity,
+    resolve_model_path,
+)
 from retrieval_node.errors import ConfigError, EmbeddingModelMissing
 from retrieval_node.ingest import Ingestor
 from retrieval_node.store import MANIFEST, Store
@@ -74,7 +80,7 @@ def test_bf16_vectors_agree_with_fp32_and_leave_the_fp32_backend_untouched(embed
 
 def test_a_bf16_kernel_that_disagrees_with_fp32_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injected by raising the bar above any real cosine: the load must refuse, naming the fix."""
-    monkeypatch.setattr(embedding, "_BF16_CHECKED", set())
+    monkeypatch.setattr(embedding, "_MODELS", {k: v for k, v in embedding._MODELS.items() if not k.startswith("torch-bf16")})
     monkeypatch.setattr(embedding, "_BF16_CHECK", 1.5)
     with pytest.raises(EmbeddingModelMissing, match="use embedding_backend: torch"):
         LazyEmbedder(backend="torch-bf16").embed(["builders' lien"])
@@ -84,7 +90,7 @@ def test_a_cpu_without_native_bf16_is_warned_about(monkeypatch: pytest.MonkeyPat
     """Fault injected: the CPU feature probes answer no (the backend still runs, emulated)."""
     import torch
 
-    monkeypatch.setattr(embedding, "_BF16_CHECKED", set())
+    monkeypatch.setattr(embedding, "_MODELS", {k: v for k, v in embedding._MODELS.items() if not k.startswith("torch-bf16")})
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     with caplog.at_level(logging.WARNING, logger="retrieval_node.embedding"):
