@@ -1367,6 +1367,82 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     return None, factor, how
 
 
+#: What a numeric detector's finding weighs (a reserve fund below its ratio, a negative projected balance, an amount
+#: charged to every owner): material on its own.
+NUMERIC_WEIGHT = 0.9
+
+
+#: (id of a lexicon, domains) -> (that lexicon, its terms with their runs, the union pattern): a lexicon is frozen; the
+#: entry keeps it alive so its id is not reused while the entry stands
+_DOMAIN_TERMS: dict[tuple[int, tuple[str, ...]], tuple[RiskLexicon, tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]] = {}
+
+
+def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]:
+    """The terms of ``domains``, each once, as the first of ``domains`` that lists it defines it, with its
+    :func:`term_runs`; and :func:`any_term_pattern` of them."""
+    key = (id(lexicon), tuple(domains))
+    hit = _DOMAIN_TERMS.get(key)
+    if hit is None or hit[0] is not lexicon:
+        seen: dict[str, RiskTerm] = {}
+        for d in domains:
+            for t in lexicon.domains[d].terms if d in lexicon.domains else ():
+                seen.setdefault(t.term, t)
+        if len(_DOMAIN_TERMS) >= 64:
+            _DOMAIN_TERMS.clear()
+        hit = _DOMAIN_TERMS[key] = (lexicon, tuple((t, term_runs(t.term)) for t in seen.values()), any_term_pattern(tuple(seen)))
+    return hit[1], hit[2]
+
+
+def _occurring_terms(low: str, lexicon: RiskLexicon, domains: Sequence[str]) -> list[RiskTerm]:
+    """The lexicon terms of ``domains`` that may occur in ``low`` (a :func:`normalise_ocr` text), each once, as the
+    first of ``domains`` that lists it defines it; a term left out cannot match :func:`term_pattern` there."""
+    terms, union = _domain_terms(lexicon, domains)
+    if union is None or union.search(low) is None:
+        return []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
+    canon = canonical(low)
+    # a term whose letters between spaces and apostrophes do not all stand in the text cannot match (term_runs)
+    return [t for t, runs in terms if all(r in canon for r in runs)]
+
+
+def _numeric_findings(text: str, low: str, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> list[tuple[str, str]]:
+    """``(kind, what)`` of each numeric detector that fires on ``text`` (``low``: its :func:`normalise_ocr` form);
+    each weighs :data:`NUMERIC_WEIGHT`."""
+    found: list[tuple[str, str]] = []
+    if "condo" in domains and lexicon.reserve_shortfall_detector:
+        ratio = reserve_shortfall(text)
+        if ratio is not None and ratio < shortfall_ratio:
+            found.append(("reserve_shortfall", f"reserve fund at {ratio:.0%} of the recommended balance"))
+        negative = negative_reserve_balance(text)
+        if negative is not None:
+            found.append(("reserve_shortfall", f"projected reserve balance below zero (${negative:,.0f})"))
+    if "condo" in domains and lexicon.owner_assessment_detector:
+        levies = owner_assessments(low)
+        if levies:
+            lo, hi = levies[0]
+            found.append(("special_levy", f"amount charged to the owners: {' '.join(low[lo:hi].split())[:90]}"))
+    return found
+
+
+def _signal_bound(text: str, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> tuple[bool, float, int]:
+    """An upper bound of ``(bool(kinds), score, len(kinds))`` of :func:`risk_signal` on ``text``, without reading
+    any mention: every term that matches counts at its full weight (a mention's factor is at most 1) and as a
+    material kind when that weight can reach :data:`MATERIAL_WEIGHT`; the numeric detectors are run as
+    :func:`risk_signal` runs them. Each component is at least the signal's, so the tuple is too."""
+    low = normalise_ocr(text)
+    best = 0.0
+    kinds: set[str] = set()
+    for t in _occurring_terms(low, lexicon, domains):
+        if term_pattern(t.term).search(low) is not None:
+            best = max(best, t.weight)
+            if t.weight >= MATERIAL_WEIGHT:
+                kinds.add(t.kind)
+    numeric = _numeric_findings(text, low, lexicon, domains, shortfall_ratio)
+    if numeric:
+        best = max(best, NUMERIC_WEIGHT)
+        kinds.update(kind for kind, _ in numeric)
+    return bool(kinds), round(min(1.0, best + 0.05 * max(0, len(kinds) - 1)), 6), len(kinds)
+
+
 def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
     """β term: the strongest risk indicator of the chunk, plus a little for each further concrete kind.
 
@@ -1385,58 +1461,32 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     """
     low = normalise_ocr(text)
     matches: list[RiskMatch] = []
-    seen_terms: set[str] = set()
-    specs = [lexicon.domains[d] for d in domains if d in lexicon.domains]
-    union = any_term_pattern(tuple(t.term for spec in specs for t in spec.terms))
-    if union is None or union.search(low) is None:
-        specs = []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
-    headings = _heading_lines(text) if specs else set()
-    canon = canonical(low) if specs else ""
-    for spec in specs:
-        for t in spec.terms:
-            if t.term in seen_terms:
+    terms = _occurring_terms(low, lexicon, domains)
+    headings = _heading_lines(text) if terms else set()
+    for t in terms:
+        for m in term_pattern(t.term).finditer(low):
+            read = _read_mention(low, m, t, lexicon, headings)
+            if read is None:
                 continue
-            seen_terms.add(t.term)
-            if not all(r in canon for r in term_runs(t.term)):
-                continue  # a run of the term's letters is missing: its regex cannot match (term_runs)
-            for m in term_pattern(t.term).finditer(low):
-                read = _read_mention(low, m, t, lexicon, headings)
-                if read is None:
-                    continue
-                cue, factor, how = read
-                matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
+            cue, factor, how = read
+            matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
     matches = [m for m in matches if not any(o is not m and o.start <= m.start and m.end <= o.end and (o.end - o.start) > (m.end - m.start) for o in matches)]
-    numeric: list[str] = []
     best = 0.0
     kinds: set[str] = set()
     for m in matches:
         best = max(best, m.weight)
         if not m.benign and m.weight >= MATERIAL_WEIGHT:
             kinds.add(m.kind)
-    if "condo" in domains and lexicon.reserve_shortfall_detector:
-        ratio = reserve_shortfall(text)
-        if ratio is not None and ratio < shortfall_ratio:
-            numeric.append(f"reserve fund at {ratio:.0%} of the recommended balance")
-            best = max(best, 0.9)
-            kinds.add("reserve_shortfall")
-        negative = negative_reserve_balance(text)
-        if negative is not None:
-            numeric.append(f"projected reserve balance below zero (${negative:,.0f})")
-            best = max(best, 0.9)
-            kinds.add("reserve_shortfall")
-    if "condo" in domains and lexicon.owner_assessment_detector:
-        levies = owner_assessments(low)
-        if levies:
-            lo, hi = levies[0]
-            numeric.append(f"amount charged to the owners: {' '.join(low[lo:hi].split())[:90]}")
-            best = max(best, 0.9)
-            kinds.add("special_levy")
+    numeric = _numeric_findings(text, low, lexicon, domains, shortfall_ratio)
+    if numeric:
+        best = max(best, NUMERIC_WEIGHT)
+        kinds.update(kind for kind, _ in numeric)
     score = min(1.0, best + 0.05 * max(0, len(kinds) - 1))
     return RiskSignal(
         score=round(score, 6),
         kinds=tuple(sorted(kinds)),
-        numeric=tuple(numeric),
+        numeric=tuple(what for _, what in numeric),
         risk_terms=tuple(sorted({m.term for m in matches if not m.benign and m.weight >= MATERIAL_WEIGHT})),
         benign_terms=tuple(sorted({f"{m.term} ({m.cue})" for m in matches if m.benign})),
     )
@@ -1448,23 +1498,15 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
 EXCERPT_MAX_CHARS = 700
 
 
-def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS,
-                   shortfall_ratio: float = 0.5) -> tuple[int, int] | None:
-    """The contiguous run of whole lines (at most ``max_chars``) that carries the chunk's strongest risk.
-
-    Every run of consecutive lines that fits in ``max_chars`` is scored with :func:`risk_signal`; the best is
-    the one with a material kind, then the highest score, then the most material kinds, then the earliest.
-    Returns ``(start, end)`` character offsets into ``text`` (trailing line break excluded), or None when
-    no run carries a material risk or the best run is the whole text. A single line longer than
-    ``max_chars`` is cut at the last space before the limit.
-    """
+def _excerpt_runs(text: str, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int) -> list[tuple[int, int]]:
+    """The candidate excerpts of :func:`best_risk_span`: ``(start, end)`` of each run of whole lines that fits in
+    ``max_chars``, starting at a line that names a term of ``domains`` or the line before it (its context), in
+    order; with no such line (a risk only in numbers, or a term broken across lines) every line is a start."""
     lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]*(?:\n|$)", text) if m.end() > m.start()]
-    # runs start at a line that names a lexicon term, or the line before it (its context); with no such
-    # line (a risk only in numbers, or a term broken across lines) every line is a start
-    union = any_term_pattern(tuple(t.term for d in domains if d in lexicon.domains for t in lexicon.domains[d].terms))
+    union = _domain_terms(lexicon, domains)[1]
     marked = [i for i, (a, b) in enumerate(lines) if union is not None and union.search(normalise_ocr(text[a:b]))]
     starts = sorted({j for i in marked for j in (i - 1, i) if j >= 0}) if marked else list(range(len(lines)))
-    best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
+    runs = []
     for i in starts:
         start = lines[i][0]
         end = lines[i][1]
@@ -1478,8 +1520,30 @@ def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, m
             end = lines[j][1]
         while end > start and text[end - 1] in "\n\r \t":
             end -= 1
-        if end <= start:
-            continue
+        if end > start:
+            runs.append((start, end))
+    return runs
+
+
+def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS,
+                   shortfall_ratio: float = 0.5) -> tuple[int, int] | None:
+    """The contiguous run of whole lines (at most ``max_chars``) that carries the chunk's strongest risk.
+
+    Of the runs of consecutive lines that fit in ``max_chars`` and start at or just before a line naming a term,
+    the best by :func:`risk_signal` is the one with a material kind, then the highest score, then the most
+    material kinds, then the earliest. Runs are read in the order of an upper bound of that key
+    (:func:`_signal_bound`, which reads no mention), and the reading stops at the first run whose bound is
+    not above the best key read: the same span as reading every run, at a third of the readings.
+    Returns ``(start, end)`` character offsets into ``text`` (trailing line break excluded), or None when
+    no run carries a material risk or the best run is the whole text. A single line longer than
+    ``max_chars`` is cut at the last space before the limit.
+    """
+    runs = sorted((((*_signal_bound(text[a:b], lexicon, domains, shortfall_ratio), -a), a, b)
+                   for a, b in _excerpt_runs(text, lexicon, domains, max_chars)), reverse=True)
+    best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
+    for bound, start, end in runs:
+        if best is not None and bound <= best[0]:
+            break  # neither this run nor any after it can have a key above the best's
         sig = risk_signal(text[start:end], lexicon, domains, shortfall_ratio=shortfall_ratio)
         key = (bool(sig.kinds), sig.score, len(sig.kinds), -start)
         if best is None or key > best[0]:

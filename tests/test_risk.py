@@ -11,6 +11,7 @@ import pytest
 
 from retrieval_node.config import RiskLexicon, load_config
 from retrieval_node.risk import (
+    best_risk_span,
     clause_polarity,
     column_value,
     negative_reserve_balance,
@@ -949,6 +950,102 @@ def test_the_term_screen_changes_no_signal(monkeypatch):
     monkeypatch.setattr(risk, "term_runs", lambda term: ())  # no screen: every term's regex runs
     assert [risk_signal(t, LEX, domains) for t in variants] == screened
     assert any(s.material for s in screened)
+
+
+# --------------------------------------------------------------------------- excerpts read in bound order
+
+#: lines of a deal's documents, written for these tests, from which the excerpt tests compose chunks: material risks,
+#: the same words neutralised, risks told only by numbers, and plain context
+_EXCERPT_LINES = [
+    "STATUS OF TITLE",
+    "Registration 252 114 567 2025/11/03 BUILDERS' LIEN  Bow River Drywall Ltd.  $48,260.00",
+    "A builders' lien may be registered by any contractor who is not paid.",
+    "Caveat re: utility right of way in favour of the municipality, 2011.",
+    "The caveat registered as 201 004 332 was discharged on 2024/02/09.",
+    "Arrears ......................... NIL",
+    "Tax arrears for 2024: $3,412.77, with penalties of $341.28 added on July 1.",
+    "The owners approved a special levy of $12,000 per unit for the roof membrane.",
+    "Each owner shall contribute $2,150.00 by unit factor, payable in three instalments.",
+    "Reserve fund balance: $41,000. Recommended balance per the 2024 study: $390,000.",
+    "Projected reserve balance at the end of 2027: ($18,400).",
+    "Writ of enforcement 241 998 001 against the registered owner; judgment for $22,410.55.",
+    "The water heater was replaced in 2022.",
+    "The purchaser takes the unit subject to the declaration and bylaws.",
+    "",
+]
+
+
+def _brute_force_span(text: str, domains: list[str], max_chars: int) -> tuple[int, int] | None:
+    """best_risk_span's choice read the long way: every candidate run through risk_signal."""
+    from retrieval_node.risk import _excerpt_runs
+
+    assert LEX is not None
+    best = None
+    for a, b in _excerpt_runs(text, LEX, domains, max_chars):
+        sig = risk_signal(text[a:b], LEX, domains)
+        key = (bool(sig.kinds), sig.score, len(sig.kinds), -a)
+        if best is None or key > best[0]:
+            best = (key, (a, b))
+    if best is None or not best[0][0] or (best[1][0] == 0 and best[1][1] >= len(text.rstrip())):
+        return None
+    return best[1]
+
+
+_DOMAIN_LISTS = [["title"], ["tax"], ["condo"], ["title", "tax", "condo", "closing"], ["condo", "title"]]
+
+
+def test_the_signal_bound_is_never_below_the_signal():
+    """best_risk_span reads runs in the order of _signal_bound and stops where the bound is not above the best read:
+    sound only if each part of the bound (a material kind at all, score, number of kinds) is at least the signal's,
+    for any text, whatever its mentions' readings make of them, in OCR spellings too."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    from retrieval_node.risk import _signal_bound
+
+    assert LEX is not None
+
+    @settings(max_examples=300, deadline=None)
+    @given(st_.lists(st_.sampled_from(_EXCERPT_LINES), min_size=1, max_size=6), st_.sampled_from(_DOMAIN_LISTS),
+           st_.sampled_from(["plain", "upper", "ocr"]))
+    def holds(lines, domains, spelling) -> None:
+        text = "\n".join(lines)
+        text = {"plain": text, "upper": text.upper(), "ocr": text.replace("o", "0").replace("l", "1")}[spelling]
+        sig = risk_signal(text, LEX, domains)
+        has, score, n = _signal_bound(text, LEX, domains, 0.5)
+        assert has >= bool(sig.kinds) and score >= sig.score and n >= len(sig.kinds), (text, sig, (has, score, n))
+
+    holds()
+
+
+def test_the_excerpt_is_the_span_reading_every_run_would_choose(monkeypatch):
+    """Reading the runs in bound order and stopping early chooses the span that reading every run chooses, for chunks
+    composed in any order of risk lines, neutralised lines and context, at every excerpt length; and it reads
+    fewer runs than there are."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    import retrieval_node.risk as risk
+
+    @settings(max_examples=150, deadline=None)
+    @given(st_.lists(st_.sampled_from(_EXCERPT_LINES), min_size=2, max_size=9), st_.sampled_from(_DOMAIN_LISTS),
+           st_.sampled_from([700, 350, 160, 60]))
+    def holds(lines, domains, max_chars) -> None:
+        text = "\n".join(lines)
+        assert best_risk_span(text, LEX, domains, max_chars=max_chars) == _brute_force_span(text, domains, max_chars)
+
+    holds()
+
+    text = "\n".join(_EXCERPT_LINES)
+    domains = ["title", "tax", "condo", "closing"]
+    span = best_risk_span(text, LEX, domains, max_chars=160)
+    assert span is not None and risk_signal(text[span[0]:span[1]], LEX, domains).material  # two kinds in 160 chars
+    assert span == _brute_force_span(text, domains, 160)
+    reads = []
+    real = risk.risk_signal
+    monkeypatch.setattr(risk, "risk_signal", lambda t, *a, **k: reads.append(t) or real(t, *a, **k))
+    assert best_risk_span(text, LEX, domains, max_chars=160) == span
+    assert 0 < len(reads) < len(risk._excerpt_runs(text, LEX, domains, 160))
 
 
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
