@@ -70,14 +70,15 @@ class RetrievalConfig(_Strict):
     )
     embedding_model_path: str | None = Field(None, description="Explicit local model directory (overrides the packaged one).")
     embedding_dimension: int = Field(384, gt=0)
-    embedding_backend: Literal["torch", "torch-bf16", "onnx", "onnx-int8"] = Field(
-        "torch",
-        description="What runs the model: 'torch' (sentence-transformers on PyTorch, fp32; the default), 'torch-bf16' "
-        "(the same under PyTorch's bf16 autocast: measured at cosine >= 0.9999 to fp32, checked at >= 0.999 on a probe "
-        "text at load; faster on CPUs with AVX512-BF16 or AMX, slower elsewhere), 'onnx' (ONNX Runtime, fp32) or "
-        "'onnx-int8' (ONNX Runtime, dynamic int8 weights); the ONNX ones need the onnx extra and "
-        "export the packaged model once into embedding_onnx_dir. A store keeps the backend it was created with "
-        "(store.json): its vectors come from it, so opening it with another is refused.",
+    embedding_backend: Literal["auto", "torch", "torch-bf16", "onnx", "onnx-int8"] = Field(
+        "auto",
+        description="What runs the model: 'auto' (the default: the backend the store was created with; for a new "
+        "store 'torch-bf16' on a CPU with native bf16, AVX512-BF16 or AMX, else 'torch'), 'torch' (sentence-transformers "
+        "on PyTorch, fp32), 'torch-bf16' (the same under PyTorch's bf16 autocast: measured at cosine >= 0.9999 to fp32, "
+        "checked at >= 0.999 on a probe text at load; faster on CPUs with AVX512-BF16 or AMX, slower elsewhere), "
+        "'onnx' (ONNX Runtime, fp32) or 'onnx-int8' (ONNX Runtime, dynamic int8 weights); the ONNX ones need the onnx "
+        "extra and export the packaged model once into embedding_onnx_dir. A store keeps the backend it was created "
+        "with (store.json): its vectors come from it, so opening it with another named backend is refused.",
     )
     embedding_onnx_dir: str | None = Field(
         None, description="Where the ONNX exports are kept (owner-only); None = $XDG_CACHE_HOME/retrieval-node/onnx "

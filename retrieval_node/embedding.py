@@ -17,11 +17,12 @@ tensor a (N) must match ... (512)"). Two layers keep every text inside that:
   windows; the cosine to it is the mean cosine to the windows up to one
   scale factor).
 
-Backends (``embedding_backend``): ``torch`` (the default, sentence-transformers on PyTorch fp32), ``torch-bf16`` (the
+Backends (``embedding_backend``): ``torch`` (sentence-transformers on PyTorch fp32), ``torch-bf16`` (the
 same model under PyTorch's CPU autocast to bfloat16: matrix products and the attention in bf16, layer norms and the
 pooling in fp32; fast on CPUs with AVX512-BF16 or AMX, slower than fp32 elsewhere), ``onnx`` (the same MiniLM
 exported once to ONNX and run by ONNX Runtime, fp32) and ``onnx-int8`` (that export with dynamic int8 quantisation of
-its weights). The ONNX files are exported locally from the packaged model on first use
+its weights). The default, ``auto`` (:func:`resolve_backend`), runs the backend a store was created with and
+gives a new store ``torch-bf16`` on a CPU with native bf16, ``torch`` elsewhere. The ONNX files are exported locally from the packaged model on first use
 (:func:`onnx_cache_dir`, owner-only) and reused; nothing is downloaded. Each backend gives its own
 :func:`model_identity`, so vectors of one backend are never served for another.
 """
@@ -29,6 +30,7 @@ its weights). The ONNX files are exported locally from the packaged model on fir
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -49,6 +51,8 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 #: The embedding backends (``embedding_backend``): PyTorch fp32, PyTorch with bf16 autocast, ONNX Runtime fp32, ONNX
 #: Runtime dynamic int8.
 EMBEDDING_BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+#: ``embedding_backend: auto`` (the default): the backend a store recorded, for a new store :func:`default_backend`.
+AUTO_BACKEND = "auto"
 #: ONNX opset of the local export (part of the ONNX backends' model identity).
 ONNX_OPSET = 17
 
@@ -127,6 +131,7 @@ class SentenceTransformerEmbedder:
     def load(cls, model: str = MINILM, *, path: str | None = None, batch_size: int = 64, backend: str = "torch",
              onnx_dir: str | None = None) -> SentenceTransformerEmbedder:
         resolved = resolve_model_path(model, path)
+        backend = resolve_backend(backend)  # auto: as for a new store
         emb = cls(_load_model(resolved, backend, onnx_dir), batch_size=batch_size)
         emb.model_key = model_identity(resolved, backend)
         emb.backend = backend
@@ -271,7 +276,7 @@ class LazyEmbedder:
     def __init__(self, model: str = MINILM, *, path: str | None = None, batch_size: int = 64, dimension: int = 384,
                  backend: str = "torch", onnx_dir: str | None = None) -> None:
         self._path = resolve_model_path(model, path)  # a missing model is said at open, as before
-        self.backend = backend
+        self.backend = resolve_backend(backend)  # auto: as for a new store (a store resolves it from its record first)
         self._onnx_dir = onnx_dir
         self.model_key: str | None = model_identity(self._path, backend)
         self.dimension = dimension
@@ -395,12 +400,35 @@ def _precision(backend: str) -> Any:
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=backend == "torch-bf16")
 
 
-def _native_bf16() -> bool:
-    """Whether this x86 CPU computes bf16 natively (AVX512-BF16 or AMX tiles); other CPUs are reported as not."""
-    import torch
+@functools.lru_cache(maxsize=1)
+def native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (x86 AVX512-BF16 or AMX-BF16), from the kernel's CPU flags
+    (``/proc/cpuinfo``, without importing torch: a new store's backend is chosen before any model loads); where
+    there is no such file, from PyTorch's own probes. Other CPUs (ARM among them) are reported as not."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        import torch
 
-    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
-    return any(p is not None and p() for p in probes)
+        probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
+        return any(p is not None and p() for p in probes)
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags") and ":" in line), [])
+    return bool({"avx512_bf16", "amx_bf16"} & set(flags))
+
+
+def default_backend() -> str:
+    """The backend ``embedding_backend: auto`` gives a new store: ``torch-bf16`` on a CPU with native bf16
+    (:func:`native_bf16`; 1.5-1.7x fp32's throughput there, every retrieval figure measured the same as fp32's),
+    else ``torch``."""
+    return "torch-bf16" if native_bf16() else "torch"
+
+
+def resolve_backend(configured: str, recorded: str | None = None) -> str:
+    """The backend that runs: ``configured``, unless it is ``auto`` (:data:`AUTO_BACKEND`): then the one a store
+    recorded (``recorded``; its vectors come from it), and for a new store :func:`default_backend`."""
+    if configured != AUTO_BACKEND:
+        return configured
+    return recorded or default_backend()
 
 
 def _check_bf16(model: Any) -> None:
@@ -416,7 +444,7 @@ def _check_bf16(model: Any) -> None:
     if not cos >= _BF16_CHECK:
         raise EmbeddingModelMissing(f"embedding_backend torch-bf16: bf16 autocast on this CPU disagrees with fp32 "
                                     f"(cosine {cos:.5f} < {_BF16_CHECK} on a probe text); use embedding_backend: torch")
-    if not _native_bf16():
+    if not native_bf16():
         logging.getLogger(__name__).warning(
             "embedding_backend torch-bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); bf16 is emulated and "
             "slower than the torch (fp32) backend")
@@ -631,5 +659,5 @@ def _quantize(source: Path, target: Path) -> None:
         root.setLevel(level)
 
 
-__all__ = ["EMBEDDING_BACKENDS", "MINILM", "OnnxSentenceModel", "onnx_cache_dir", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "LazyEmbedder", "SentenceTransformerEmbedder", "model_identity",
+__all__ = ["AUTO_BACKEND", "EMBEDDING_BACKENDS", "default_backend", "native_bf16", "resolve_backend", "MINILM", "OnnxSentenceModel", "onnx_cache_dir", "POOL_OVERLAP_TOKENS", "POOL_WINDOW_TOKENS", "Embedder", "LazyEmbedder", "SentenceTransformerEmbedder", "model_identity",
            "resolve_model_path"]

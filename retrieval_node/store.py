@@ -39,7 +39,7 @@ from .backends.mem0_edge import EdgeMemoryStore, attach
 from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
-from .embedding import EMBEDDING_BACKENDS, Embedder, LazyEmbedder
+from .embedding import AUTO_BACKEND, EMBEDDING_BACKENDS, Embedder, LazyEmbedder, resolve_backend
 from .errors import BackendError, ConfigError, StoreLockedError, StorePathError
 from .query_cache import QUERY_DB, QueryVectorCache
 from .tokens import TiktokenCounter, TokenCounter
@@ -189,6 +189,9 @@ class Store:
         closers: list[Any] = []
         edge_shards: list[Any] = []
         try:
+            configured = rc.embedding_backend
+            config = _resolve_engines(home, config, getattr(embedder, "backend", None))
+            rc = config.retrieval
             # loaded on its first real use (ingest, a query text not in the query-vector cache, patterns add)
             embedder = embedder or LazyEmbedder(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size,
                                                 dimension=rc.embedding_dimension, backend=rc.embedding_backend,
@@ -196,11 +199,10 @@ class Store:
             if embedder.dimension != rc.embedding_dimension:
                 raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
             if getattr(embedder, "backend", rc.embedding_backend) != rc.embedding_backend:
-                raise ConfigError(f"the embedder passed in runs embedding_backend {embedder.backend!r} but the configuration says "
+                said = "the configuration says" if configured != AUTO_BACKEND else "embedding_backend auto takes this store's,"
+                raise ConfigError(f"the embedder passed in runs embedding_backend {embedder.backend!r} but {said} "
                                   f"{rc.embedding_backend!r}; vectors and the store's record of their backend would disagree")
             tokens = TiktokenCounter(rc.tokenizer_encoding)
-            config = _resolve_engines(home, config)
-            rc = config.retrieval
             needs_client = rc.vector_backend == "qdrant" or rc.mem0_vector_store == "qdrant"
             qclient = _qdrant_client(config, home) if needs_client else _throwaway_client()
             closers.append(qclient)
@@ -352,14 +354,16 @@ _ENGINE_KEYS = ("vector_backend", "mem0_vector_store")
 _BACKEND_KEY = "embedding_backend"
 
 
-def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
+def _resolve_engines(home: Path, config: NodeConfig, passed_backend: str | None = None) -> NodeConfig:
     """``mem0_vector_store: auto`` becomes what the store was created with ('edge' for a new store); an explicit
-    engine other than the recorded one is refused (the store's data would look missing)."""
+    engine other than the recorded one is refused (the store's data would look missing). ``embedding_backend: auto``
+    likewise becomes the recorded backend; for a new store the backend of an embedder passed in (``passed_backend``),
+    else :func:`~retrieval_node.embedding.default_backend`."""
     rc = config.retrieval
     path = home / MANIFEST
     recorded: dict[str, str] = {}
     if path.exists():
-        recorded = _read_manifest(home, config)
+        recorded = _read_manifest(home, config, passed_backend)
     elif (home / "qdrant" / "collection" / f"{rc.collection_prefix}_mem0").exists() and not (home / "mem0_edge").exists():
         recorded = {"mem0_vector_store": "qdrant"}  # a store from before the manifest: Mem0 in qdrant-client local mode
     if not path.exists() and ((home / "vectors").is_dir() or (home / "mem0_edge").is_dir() or (home / "qdrant").is_dir()):
@@ -369,6 +373,10 @@ def _resolve_engines(home: Path, config: NodeConfig) -> NodeConfig:
         config = config.model_copy(update={"retrieval": rc.model_copy(update={"mem0_vector_store": engine})})
         rc = config.retrieval
     backend = recorded.get(_BACKEND_KEY)
+    if rc.embedding_backend == AUTO_BACKEND:
+        chosen = resolve_backend(AUTO_BACKEND, backend or passed_backend)
+        config = config.model_copy(update={"retrieval": rc.model_copy(update={"embedding_backend": chosen})})
+        rc = config.retrieval
     if backend is not None and backend != rc.embedding_backend:
         raise ConfigError(
             f"{home}: this store's vectors were made with embedding_backend: {backend}, but the configuration says "
@@ -408,7 +416,7 @@ def _engines_on_disk(home: Path, config: NodeConfig) -> dict[str, str]:
     return out
 
 
-def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
+def _read_manifest(home: Path, config: NodeConfig, passed_backend: str | None = None) -> dict[str, str]:
     """``store.json``, checked: a JSON object of a known format, each engine ``edge`` or ``qdrant`` and the one
     whose data is in the store. Anything else is a :class:`ConfigError` that says what to write back; nothing
     in the store is opened or changed before (an edited manifest must not open the store on an empty engine
@@ -416,9 +424,10 @@ def _read_manifest(home: Path, config: NodeConfig) -> dict[str, str]:
     path = home / MANIFEST
     on_disk = _engines_on_disk(home, config)
     suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS}
-                           | {"format": MANIFEST_FORMAT, _BACKEND_KEY: config.retrieval.embedding_backend}, sort_keys=True)
+                           | {"format": MANIFEST_FORMAT, _BACKEND_KEY: resolve_backend(config.retrieval.embedding_backend, passed_backend)},
+                           sort_keys=True)
     fix = (f"restore it from a backup, or write {suggested} (what this store's directories hold) into it; "
-           f"{_BACKEND_KEY} is the configured one: write the backend the store was ingested with if it was another; "
+           f"{_BACKEND_KEY} is the one this process would run: write the backend the store was ingested with if it was another; "
            "nothing in the store was changed")
     try:
         recorded = json.loads(path.read_bytes().decode("utf-8"))

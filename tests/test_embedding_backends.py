@@ -66,7 +66,8 @@ def _backend_config(backend: str, onnx_dir: str):
 
 
 def test_backend_setting_is_read_from_the_environment_and_rejects_unknown_values() -> None:
-    assert _config({}).retrieval.embedding_backend == "torch"  # the default is unchanged
+    assert _config({}).retrieval.embedding_backend == "auto"  # the store's own; a new store's by the CPU (test_embedding_bf16)
+    assert _config({"RETRIEVAL_NODE_EMBEDDING_BACKEND": "torch"}).retrieval.embedding_backend == "torch"
     assert _config({"RETRIEVAL_NODE_EMBEDDING_BACKEND": "onnx-int8"}).retrieval.embedding_backend == "onnx-int8"
     with pytest.raises(ConfigError, match="embedding_backend"):
         _config({"RETRIEVAL_NODE_EMBEDDING_BACKEND": "tensorrt"})
@@ -152,11 +153,13 @@ def test_a_store_is_refused_under_another_backend(tmp_path: Path, onnx_dir: str)
     int8_home = tmp_path / "int8"
     Store.open(int8_home, config=_backend_config("onnx-int8", onnx_dir)).close()
     with pytest.raises(ConfigError, match="embedding_backend: onnx-int8"):
-        Store.open(int8_home, config=_config({}))
+        Store.open(int8_home, config=_config({"RETRIEVAL_NODE_EMBEDDING_BACKEND": "torch"}))
     with pytest.raises(ConfigError, match="embedding_backend: onnx-int8"):
         Store.open(int8_home, config=_backend_config("onnx", onnx_dir))
+    with Store.open(int8_home, config=_config({})) as st:  # the default (auto) takes the store's own
+        assert st.config.retrieval.embedding_backend == "onnx-int8" == st.embedder.backend
     torch_home = tmp_path / "torch"
-    Store.open(torch_home, config=_config({})).close()
+    Store.open(torch_home, config=_config({"RETRIEVAL_NODE_EMBEDDING_BACKEND": "torch"})).close()
     with pytest.raises(ConfigError, match="embedding_backend: torch"):
         Store.open(torch_home, config=_backend_config("onnx-int8", onnx_dir))
     # a manifest written before backends existed has no key: its vectors are PyTorch's

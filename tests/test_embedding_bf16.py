@@ -17,6 +17,7 @@ import pytest
 from retrieval_node import embedding
 from retrieval_node.config import RetrievalConfig, load_config
 from retrieval_node.embedding import (
+    AUTO_BACKEND,
     EMBEDDING_BACKENDS,
     LazyEmbedder,
     SentenceTransformerEmbedder,
@@ -51,7 +52,7 @@ def _config(backend: str | None):
 
 def test_every_backend_is_accepted_by_the_config_and_the_store_manifest() -> None:
     """One list of backends: the config's allowed values and the manifest check follow EMBEDDING_BACKENDS."""
-    assert set(get_args(RetrievalConfig.model_fields["embedding_backend"].annotation)) == set(EMBEDDING_BACKENDS)
+    assert set(get_args(RetrievalConfig.model_fields["embedding_backend"].annotation)) == {AUTO_BACKEND, *EMBEDDING_BACKENDS}
     assert _config("torch-bf16").retrieval.embedding_backend == "torch-bf16"
     keys = {b: model_identity(resolve_model_path(), b) for b in EMBEDDING_BACKENDS}
     assert len(set(keys.values())) == len(EMBEDDING_BACKENDS)
@@ -87,12 +88,9 @@ def test_a_bf16_kernel_that_disagrees_with_fp32_is_refused(monkeypatch: pytest.M
 
 
 def test_a_cpu_without_native_bf16_is_warned_about(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Fault injected: the CPU feature probes answer no (the backend still runs, emulated)."""
-    import torch
-
+    """Fault injected: the CPU feature probe answers no (the backend still runs, emulated)."""
     monkeypatch.setattr(embedding, "_MODELS", {k: v for k, v in embedding._MODELS.items() if not k.startswith("torch-bf16")})
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(embedding, "native_bf16", lambda: False)
     with caplog.at_level(logging.WARNING, logger="retrieval_node.embedding"):
         vec = LazyEmbedder(backend="torch-bf16").embed(["builders' lien"])
     assert vec.shape == (1, 384)
@@ -120,8 +118,70 @@ def test_a_bf16_store_records_its_backend_serves_its_own_vectors_and_refuses_fp3
         assert any("claim of lien" in c.content for c in package.ordered_chunks)
     assert json.loads((home / MANIFEST).read_text())["embedding_backend"] == "torch-bf16"
     with pytest.raises(ConfigError, match="embedding_backend: torch-bf16"):
-        Store.open(home, config=_config(None))
+        Store.open(home, config=_config("torch"))
     torch_home = tmp_path / "fp32"
-    Store.open(torch_home, config=_config(None)).close()
+    Store.open(torch_home, config=_config("torch")).close()
     with pytest.raises(ConfigError, match="embedding_backend: torch"):
         Store.open(torch_home, config=config)
+
+
+# --------------------------------------------------------------------------- embedding_backend: auto (the default)
+
+
+def test_auto_is_the_default_and_gives_a_new_store_bf16_only_on_a_cpu_that_computes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new store under the default takes torch-bf16 where the CPU has native bf16, torch elsewhere; the choice is
+    recorded in store.json and no model is loaded to make it. The CPU probe is faked both ways (says so) to state
+    both branches on any machine."""
+    assert _config(None).retrieval.embedding_backend == AUTO_BACKEND
+    for native, want in ((True, "torch-bf16"), (False, "torch")):
+        monkeypatch.setattr(embedding, "native_bf16", lambda native=native: native)  # fake: the CPU's answer
+        home = tmp_path / want
+        with Store.open(home, config=_config(None)) as st:
+            assert st.config.retrieval.embedding_backend == want == st.embedder.backend
+            assert not st.embedder.loaded
+            assert st.embedder.model_key == model_identity(resolve_model_path(), want)
+        assert json.loads((home / MANIFEST).read_text())["embedding_backend"] == want
+
+
+def test_auto_opens_every_store_with_the_backend_its_vectors_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        embedder: SentenceTransformerEmbedder) -> None:
+    """What the CPU would choose today never overrides what a store recorded: a torch store stays torch on a bf16
+    CPU, a bf16 store stays bf16 elsewhere (and a store from before manifests is torch's). A named backend other
+    than the recorded one is still refused; an embedder passed in decides a new store's backend and must match an
+    existing store's."""
+    fp32, bf16 = tmp_path / "fp32", tmp_path / "bf16"
+    Store.open(fp32, config=_config("torch")).close()
+    Store.open(bf16, config=_config("torch-bf16")).close()
+    for native in (True, False):
+        monkeypatch.setattr(embedding, "native_bf16", lambda native=native: native)  # fake: the CPU's answer
+        for home, recorded in ((fp32, "torch"), (bf16, "torch-bf16")):
+            with Store.open(home, config=_config(None)) as st:
+                assert st.config.retrieval.embedding_backend == recorded == st.embedder.backend
+    manifest = json.loads((fp32 / MANIFEST).read_text())
+    del manifest["embedding_backend"]  # written before backends existed
+    (fp32 / MANIFEST).write_text(json.dumps(manifest))
+    with Store.open(fp32, config=_config(None)) as st:
+        assert st.config.retrieval.embedding_backend == "torch"
+    with pytest.raises(ConfigError, match="embedding_backend: torch-bf16"):
+        Store.open(bf16, config=_config("torch"))
+    monkeypatch.setattr(embedding, "native_bf16", lambda: True)  # fake: a bf16 CPU; the passed-in fp32 embedder decides
+    passed = tmp_path / "passed"
+    with Store.open(passed, config=_config(None), embedder=embedder) as st:
+        assert st.config.retrieval.embedding_backend == "torch"
+    assert json.loads((passed / MANIFEST).read_text())["embedding_backend"] == "torch"
+    with pytest.raises(ConfigError, match="runs embedding_backend 'torch' but embedding_backend auto takes this store's"):
+        Store.open(bf16, config=_config(None), embedder=embedder)
+
+
+def test_the_cpu_flags_read_without_torch_agree_with_torchs_own_probe() -> None:
+    """native_bf16 reads /proc/cpuinfo (no torch import when a new store is opened); it must say what PyTorch's
+    probes say on this machine."""
+    import torch
+
+    if not Path("/proc/cpuinfo").exists():
+        pytest.skip("no /proc/cpuinfo: native_bf16 asks PyTorch itself")
+    text = Path("/proc/cpuinfo").read_text()
+    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None),)
+    if "amx_bf16" in text or probes[0] is None:
+        pytest.skip("AMX or no PyTorch probe: nothing to compare with")
+    assert embedding.native_bf16.__wrapped__() == probes[0]()

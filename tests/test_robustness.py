@@ -288,7 +288,10 @@ def test_ingest_killed_midway_leaves_no_half_registered_chunk(tmp_path, counter,
     path = write_jsonl(tmp_path / "crash.jsonl", chunks)
     home = tmp_path / "store"
     code = f"from retrieval_node.store import Store\nfrom retrieval_node.ingest import Ingestor\nst = Store.open({str(home)!r})\nprint('OPEN', flush=True)\nIngestor(st).ingest([{str(path)!r}])\nprint('DONE', flush=True)\n"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    # the child makes the store with the backend of the embedder it is reopened with below (the default, auto, would
+    # give it bf16 on a CPU that computes it, and the store would then rightly refuse the fp32 embedder)
+    env = dict(os.environ, RETRIEVAL_NODE_EMBEDDING_BACKEND=embedder.backend)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout.readline().strip() == "OPEN"
     # wait until some chunks are registered, then kill without warning
     deadline = time.monotonic() + 120
