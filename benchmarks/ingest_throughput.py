@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
             **{k: v for k, v in vars(args).items() if k != "out"},
             "embedding_model": rc.embedding_model,
             "embedding_batch_size": rc.embedding_batch_size,
-            "embedding_backend": rc.embedding_backend,
+            "embedding_backend": embedder.backend,  # the one that ran (the configured one may be auto)
             "window_tokens": rc.window_tokens,
             "window_overlap_tokens": rc.window_overlap_tokens,
             "vector_backend": rc.vector_backend,

@@ -34,6 +34,7 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -278,7 +279,7 @@ class LazyEmbedder:
         self._path = resolve_model_path(model, path)  # a missing model is said at open, as before
         self.backend = resolve_backend(backend)  # auto: as for a new store (a store resolves it from its record first)
         self._onnx_dir = onnx_dir
-        self.model_key: str | None = model_identity(self._path, backend)
+        self.model_key: str | None = model_identity(self._path, self.backend)
         self.dimension = dimension
         self.batch_size = batch_size
         self._real: SentenceTransformerEmbedder | None = None
@@ -404,10 +405,13 @@ def _precision(backend: str) -> Any:
 def native_bf16() -> bool:
     """Whether this CPU computes bf16 natively (x86 AVX512-BF16 or AMX-BF16), from the kernel's CPU flags
     (``/proc/cpuinfo``, without importing torch: a new store's backend is chosen before any model loads); where
-    there is no such file, from PyTorch's own probes. Other CPUs (ARM among them) are reported as not."""
+    there is no such file, an x86 CPU is asked through PyTorch's own probes (that imports torch) and any other
+    (ARM among them) is reported as not. Only a new store under ``auto`` asks."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
     except OSError:
+        if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
+            return False  # not x86: neither AVX512-BF16 nor AMX (and no torch import to find that out)
         import torch
 
         probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None), getattr(torch.cpu, "_is_amx_tile_supported", None))
@@ -443,7 +447,9 @@ def _check_bf16(model: Any) -> None:
     cos = float(np.dot(np.asarray(ref, dtype=np.float64), np.asarray(got, dtype=np.float64)))
     if not cos >= _BF16_CHECK:
         raise EmbeddingModelMissing(f"embedding_backend torch-bf16: bf16 autocast on this CPU disagrees with fp32 "
-                                    f"(cosine {cos:.5f} < {_BF16_CHECK} on a probe text); use embedding_backend: torch")
+                                    f"(cosine {cos:.5f} < {_BF16_CHECK} on a probe text); use embedding_backend: torch (a store "
+                                    "that recorded torch-bf16, as auto gives a new one on this CPU, cannot switch: ingest into "
+                                    "a new store with embedding_backend: torch)")
     if not native_bf16():
         logging.getLogger(__name__).warning(
             "embedding_backend torch-bf16: this CPU has no native bf16 (AVX512-BF16 or AMX); bf16 is emulated and "

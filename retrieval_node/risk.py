@@ -1433,8 +1433,9 @@ def _signal_bound(text: str, lexicon: RiskLexicon, domains: Sequence[str], short
     kinds: set[str] = set()
     for t in _occurring_terms(low, lexicon, domains):
         if term_pattern(t.term).search(low) is not None:
-            best = max(best, t.weight)
-            if t.weight >= MATERIAL_WEIGHT:
+            weight = round(t.weight, 6)  # as risk_signal rounds a mention's weight (round is monotone: the bound holds)
+            best = max(best, weight)
+            if weight >= MATERIAL_WEIGHT:
                 kinds.add(t.kind)
     numeric = _numeric_findings(text, low, lexicon, domains, shortfall_ratio)
     if numeric:

@@ -190,7 +190,9 @@ class Store:
         edge_shards: list[Any] = []
         try:
             configured = rc.embedding_backend
-            config = _resolve_engines(home, config, getattr(embedder, "backend", None))
+            # an embedder passed in decides a new store's backend (one that does not say: torch, as before backends)
+            passed = None if embedder is None else getattr(embedder, "backend", "torch")
+            config = _resolve_engines(home, config, passed)
             rc = config.retrieval
             # loaded on its first real use (ingest, a query text not in the query-vector cache, patterns add)
             embedder = embedder or LazyEmbedder(rc.embedding_model, path=rc.embedding_model_path, batch_size=rc.embedding_batch_size,
@@ -199,9 +201,10 @@ class Store:
             if embedder.dimension != rc.embedding_dimension:
                 raise BackendError(f"embedding model gives {embedder.dimension}-d vectors but embedding_dimension is {rc.embedding_dimension}")
             if getattr(embedder, "backend", rc.embedding_backend) != rc.embedding_backend:
-                said = "the configuration says" if configured != AUTO_BACKEND else "embedding_backend auto takes this store's,"
+                said = "the configuration says" if configured != AUTO_BACKEND else "this store's vectors come from"
                 raise ConfigError(f"the embedder passed in runs embedding_backend {embedder.backend!r} but {said} "
-                                  f"{rc.embedding_backend!r}; vectors and the store's record of their backend would disagree")
+                                  f"{rc.embedding_backend!r}; vectors and the store's record of their backend would disagree: "
+                                  f"pass an embedder loaded with backend={rc.embedding_backend!r}, or none (the store loads its own)")
             tokens = TiktokenCounter(rc.tokenizer_encoding)
             needs_client = rc.vector_backend == "qdrant" or rc.mem0_vector_store == "qdrant"
             qclient = _qdrant_client(config, home) if needs_client else _throwaway_client()
@@ -423,18 +426,20 @@ def _read_manifest(home: Path, config: NodeConfig, passed_backend: str | None = 
     and answer "no registered chunks")."""
     path = home / MANIFEST
     on_disk = _engines_on_disk(home, config)
-    suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS}
-                           | {"format": MANIFEST_FORMAT, _BACKEND_KEY: resolve_backend(config.retrieval.embedding_backend, passed_backend)},
-                           sort_keys=True)
-    fix = (f"restore it from a backup, or write {suggested} (what this store's directories hold) into it; "
-           f"{_BACKEND_KEY} is the one this process would run: write the backend the store was ingested with if it was another; "
-           "nothing in the store was changed")
+
+    def fix() -> str:  # built only for an error: under auto it may ask the CPU (no work on a good manifest)
+        suggested = json.dumps({key: on_disk.get(key, "edge") for key in _ENGINE_KEYS}
+                               | {"format": MANIFEST_FORMAT, _BACKEND_KEY: resolve_backend(config.retrieval.embedding_backend, passed_backend)},
+                               sort_keys=True)
+        return (f"restore it from a backup, or write {suggested} (what this store's directories hold) into it; "
+                f"{_BACKEND_KEY} is the one this process would run: write the backend the store was ingested with if it was "
+                "another (a store an earlier version made under the defaults: torch); nothing in the store was changed")
     try:
         recorded = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"{path}: unreadable store manifest ({exc.__class__.__name__}: {exc}); {fix}") from exc
+        raise ConfigError(f"{path}: unreadable store manifest ({exc.__class__.__name__}: {exc}); {fix()}") from exc
     if not isinstance(recorded, dict):
-        raise ConfigError(f"{path}: not a store manifest (a JSON {type(recorded).__name__}, not an object); {fix}")
+        raise ConfigError(f"{path}: not a store manifest (a JSON {type(recorded).__name__}, not an object); {fix()}")
     fmt = recorded.get("format")
     if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > MANIFEST_FORMAT:
         raise ConfigError(f"{path}: store format {fmt} was written by a newer retrieval-node (this one reads format "
@@ -451,7 +456,7 @@ def _read_manifest(home: Path, config: NodeConfig, passed_backend: str | None = 
         elif key in on_disk and on_disk[key] != value:
             problems.append(f"{key} is {value!r} but this store's data is in the {on_disk[key]} engine")
     if problems:
-        raise ConfigError(f"{path}: the store manifest was edited or damaged ({'; '.join(problems)}); {fix}")
+        raise ConfigError(f"{path}: the store manifest was edited or damaged ({'; '.join(problems)}); {fix()}")
     backend = recorded.get(_BACKEND_KEY, "torch")
     if backend not in EMBEDDING_BACKENDS:
         raise ConfigError(f"{path}: the store manifest was edited or damaged ({_BACKEND_KEY} is {backend!r}, not one of "

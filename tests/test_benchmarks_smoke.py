@@ -85,3 +85,27 @@ def test_risk_probe_smoke(tmp_path):
         total = data["results"][name]["all"]
         assert total["material"] + total["benign"] == 10
         assert 0 <= total["found"] <= total["material"] and 0 <= total["false_alarms"] <= total["benign"]
+
+
+def test_legalbench_reopens_a_kept_store_with_the_backend_its_vectors_came_from(tmp_path, monkeypatch):
+    """The runner loads the embedder itself and passes it in: for a kept store it must load the store's backend, not
+    what the default (auto) would give a new store on this CPU (a bf16 CPU would otherwise have the store refuse it)."""
+    import importlib.util
+    import json
+
+    monkeypatch.delenv("RETRIEVAL_NODE_EMBEDDING_BACKEND", raising=False)
+    spec = importlib.util.spec_from_file_location("legalbench_run", REPO / "benchmarks" / "legalbench" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "legalbench_run", run)  # its dataclasses look their module up there
+    monkeypatch.setattr(sys, "path", list(sys.path))  # it puts benchmarks/ on the path for its helpers
+    spec.loader.exec_module(run)
+    home = tmp_path / "store"
+    home.mkdir()
+    assert run.existing_store_engines(home) == {}  # a new store: the library's defaults
+    (home / "store.json").write_text(json.dumps({"format": 1, "vector_backend": "edge", "mem0_vector_store": "edge",
+                                                "embedding_backend": "torch-bf16"}))
+    assert run.existing_store_engines(home)["embedding_backend"] == "torch-bf16"
+    (home / "store.json").write_text(json.dumps({"format": 1, "vector_backend": "edge", "mem0_vector_store": "edge"}))
+    assert run.existing_store_engines(home)["embedding_backend"] == "torch"  # written before backends
+    monkeypatch.setenv("RETRIEVAL_NODE_EMBEDDING_BACKEND", "onnx")
+    assert "embedding_backend" not in run.existing_store_engines(home)  # the environment still wins

@@ -133,6 +133,8 @@ def test_auto_is_the_default_and_gives_a_new_store_bf16_only_on_a_cpu_that_compu
     recorded in store.json and no model is loaded to make it. The CPU probe is faked both ways (says so) to state
     both branches on any machine."""
     assert _config(None).retrieval.embedding_backend == AUTO_BACKEND
+    lazy = LazyEmbedder(backend=AUTO_BACKEND)  # an embedder of its own, outside a store: as for a new store
+    assert lazy.backend == embedding.default_backend() and lazy.model_key == model_identity(resolve_model_path(), lazy.backend)
     for native, want in ((True, "torch-bf16"), (False, "torch")):
         monkeypatch.setattr(embedding, "native_bf16", lambda native=native: native)  # fake: the CPU's answer
         home = tmp_path / want
@@ -162,6 +164,13 @@ def test_auto_opens_every_store_with_the_backend_its_vectors_came_from(tmp_path:
     (fp32 / MANIFEST).write_text(json.dumps(manifest))
     with Store.open(fp32, config=_config(None)) as st:
         assert st.config.retrieval.embedding_backend == "torch"
+
+    def no_question(*_a: object) -> bool:  # fault injected: an existing store must not ask the CPU (nor import torch)
+        raise AssertionError("native_bf16 asked for an existing store")
+
+    monkeypatch.setattr(embedding, "native_bf16", no_question)
+    for home in (fp32, bf16):
+        Store.open(home, config=_config(None)).close()
     with pytest.raises(ConfigError, match="embedding_backend: torch-bf16"):
         Store.open(bf16, config=_config("torch"))
     monkeypatch.setattr(embedding, "native_bf16", lambda: True)  # fake: a bf16 CPU; the passed-in fp32 embedder decides
@@ -169,7 +178,7 @@ def test_auto_opens_every_store_with_the_backend_its_vectors_came_from(tmp_path:
     with Store.open(passed, config=_config(None), embedder=embedder) as st:
         assert st.config.retrieval.embedding_backend == "torch"
     assert json.loads((passed / MANIFEST).read_text())["embedding_backend"] == "torch"
-    with pytest.raises(ConfigError, match="runs embedding_backend 'torch' but embedding_backend auto takes this store's"):
+    with pytest.raises(ConfigError, match="runs embedding_backend 'torch' but this store's vectors come from 'torch-bf16'.*backend='torch-bf16'"):
         Store.open(bf16, config=_config(None), embedder=embedder)
 
 

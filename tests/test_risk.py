@@ -1018,6 +1018,22 @@ def test_the_signal_bound_is_never_below_the_signal():
     holds()
 
 
+def test_the_bound_holds_for_a_weight_that_rounds_up_to_material():
+    """risk_signal rounds a mention's weight to 6 decimals before it asks whether it is material: a configured weight of
+    0.5999996 reads as a material 0.6, so the bound must round the same way (found by review with a lexicon like this)."""
+    from retrieval_node.risk import _signal_bound
+
+    lex = RiskLexicon(domains={"x": {"terms": [{"term": "zorblat", "weight": 0.5999996, "kind": "k1"},
+                                               {"term": "quuxite", "weight": 0.9, "kind": "k2"}]}})
+    both = "Zorblat 252 114 569 and quuxite 252 114 568 registered."
+    sig = risk_signal(both, lex, ["x"])
+    assert sig.kinds == ("k1", "k2")
+    assert _signal_bound(both, lex, ["x"], 0.5) >= (True, sig.score, 2)
+    text = "Quuxite registered as 252 114 567 on 2025/11/03 here.\n" + both + "\nfiller line one two three\n"
+    span = best_risk_span(text, lex, ["x"], max_chars=60)
+    assert span is not None and text[span[0]:span[1]] == both
+
+
 def test_the_excerpt_is_the_span_reading_every_run_would_choose(monkeypatch):
     """Reading the runs in bound order and stopping early chooses the span that reading every run chooses, for chunks
     composed in any order of risk lines, neutralised lines and context, at every excerpt length; and it reads

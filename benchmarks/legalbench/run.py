@@ -229,7 +229,8 @@ def load_index(store: Any, deal_id: str, corpus: Path, files: list[str]) -> tupl
 
 
 def existing_store_engines(home: Path) -> dict[str, str]:
-    """Engines an existing store was built with, so a kept store opens after the library's defaults changed.
+    """Engines and embedding backend an existing store was built with, so a kept store opens after the library's
+    defaults changed (the embedder this runner loads and passes in must be the store's).
 
     ``store.json`` when present; a store from before the manifest with Mem0 in
     qdrant-client local mode (``qdrant/collection/<prefix>_mem0``, no ``mem0_edge``)
@@ -245,6 +246,8 @@ def existing_store_engines(home: Path) -> dict[str, str]:
         except (OSError, ValueError):
             return {}
         out = {k: str(recorded[k]) for k in ("vector_backend", "mem0_vector_store") if k in recorded}
+        # the backend its vectors come from (a manifest from before backends: torch); the embedder is loaded with it
+        out["embedding_backend"] = str(recorded.get("embedding_backend", "torch")) if isinstance(recorded, dict) else "torch"
     elif (home / "qdrant" / "collection").is_dir() and any((home / "qdrant" / "collection").glob("*_mem0")) and not (home / "mem0_edge").exists():
         out = {"mem0_vector_store": "qdrant"}
     return {k: v for k, v in out.items() if f"RETRIEVAL_NODE_{k.upper()}" not in os.environ}
