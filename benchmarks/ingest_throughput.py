@@ -313,6 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "chunks": n,
         "deals": len(files),
         "embedding_batch_size": batch,
+        "embedding_backend": embedder.backend,  # the one that ran (the configured one may be auto)
         "windows": n_windows,
         "long_chunks_multi_window": long_chunks,
         "chars": {"min": min(chars), "median": statistics.median(chars), "max": max(chars), "mean": round(statistics.mean(chars), 1)},
@@ -405,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             **{k: v for k, v in vars(args).items() if k != "out"},
             "embedding_model": rc.embedding_model,
             "embedding_batch_size": rc.embedding_batch_size,
-            "embedding_backend": embedder.backend,  # the one that ran (the configured one may be auto)
+            "embedding_backend": results["embedding_backend"],
             "window_tokens": rc.window_tokens,
             "window_overlap_tokens": rc.window_overlap_tokens,
             "vector_backend": rc.vector_backend,

@@ -25,6 +25,10 @@ def test_ingest_throughput_smoke(tmp_path):
     assert data["results"]["reingest"]["all_unchanged"] is True
     assert all(run["rejected"] == 0 for run in data["results"]["ingest_runs"])
     assert data["results"]["precompute_alone"]["chunks_per_s"] > 0  # the risk scan's share of an ingest, timed alone
+    from retrieval_node.embedding import EMBEDDING_BACKENDS
+
+    # the backend that ran, never the configured "auto"
+    assert data["settings"]["embedding_backend"] == data["results"]["embedding_backend"] in EMBEDDING_BACKENDS
 
 
 @pytest.mark.slow
