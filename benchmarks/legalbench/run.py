@@ -574,6 +574,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       "document_weight": mode_settings[m].document_weight} for m in modes},
         "glossary_concepts": len(config.glossary.concepts),
         "embedding_model": rc.embedding_model,
+        "embedding_backend": embedder.backend,  # the one that ran (the configured one may be auto)
         "vector_backend": rc.vector_backend,
         "tokenizer": rc.tokenizer_encoding,
         "ks": list(KS),
