@@ -580,7 +580,9 @@ class Ingestor:
         thread = threading.Thread(target=writer, name="retrieval-node-ingest-writer", daemon=True)
         thread.start()
         try:
-            window_budget = max(rc.embedding_batch_size, 1)
+            # windows per model call: the model sorts a call's windows by length before batching them, so a call
+            # of several batches pads less than one batch of consecutive chunks' windows (embedding_call_windows)
+            window_budget = max(rc.embedding_call_windows, rc.embedding_batch_size, 1)
             batch: list[_Pending] = []
             texts: list[str] = []
             spans_of: list[list[tuple[int, int]]] = []

@@ -127,3 +127,26 @@ def test_query_vector_of_registry_matches_the_chunk(store, make_chunk, tmp_path)
     top = res["results"][0]
     assert top["metadata"]["chunk_id"] == chunk.chunk_id
     assert top["score"] > 0.3  # a real similarity of the chunk's own vector
+
+
+def test_ingest_hands_the_model_windows_in_calls_of_embedding_call_windows(tmp_path, make_chunk, embedder, monkeypatch):
+    """Ingest gathers chunks' windows until a call holds embedding_call_windows (never fewer than a batch) and hands
+    them to the model at once (it sorts them by length, so a call of several batches pads less); every chunk is stored
+    with the vector the model gives its text whatever call it came in."""
+    from retrieval_node.config import load_config
+    from retrieval_node.store import Store
+
+    chunks = [make_chunk(f"Registration {i:03d} 114 567: a caveat by the lender on unit {i}, filed in 2025.", page=i + 1)
+              for i in range(12)]
+    path = write_jsonl(tmp_path / "c.jsonl", chunks)
+    for call, batch, want in ((5, 2, 3), (2, 4, 3), (512, 64, 1)):  # 12 one-window chunks: 5+5+2, 4+4+4, all at once
+        config = load_config(environ={"RETRIEVAL_NODE_EMBEDDING_CALL_WINDOWS": str(call), "RETRIEVAL_NODE_EMBEDDING_BATCH_SIZE": str(batch)})
+        sizes: list[int] = []
+        real = type(embedder).embed_windows
+        # a spy, not a fake: the real model embeds every call; only the number of windows per call is recorded
+        monkeypatch.setattr(embedder, "embed_windows", lambda texts: sizes.append(len(texts)) or real(embedder, texts))
+        with Store.open(tmp_path / f"store-{call}-{batch}", config=config, embedder=embedder) as st:
+            assert Ingestor(st).ingest([path]).ingested == 12
+            assert len(sizes) == want and sum(sizes) == 12 and all(n >= max(call, batch) for n in sizes[:-1]), (call, batch, sizes)
+            hit = st.chunks.search(embedder.embed([chunks[7].content])[0], SearchScope("2026-TEST-0001"), 1)[0]
+            assert hit.chunk_id == chunks[7].chunk_id and hit.score > 0.9999  # its own text's vector, from any call
