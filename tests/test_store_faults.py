@@ -145,6 +145,9 @@ def test_ingest_reports_chunks_already_stored_when_space_runs_out(store, make_ch
         return usage if len(calls) == 1 else usage._replace(free=0)
 
     monkeypatch.setattr(ingest_mod.shutil, "disk_usage", disk_usage_that_runs_out)
+    # model calls of 64 windows, so the 199 chunks take several (the free space is checked before each)
+    rc = store.config.retrieval.model_copy(update={"embedding_call_windows": 64})
+    monkeypatch.setattr(store, "config", store.config.model_copy(update={"retrieval": rc}))
     with pytest.raises(StorageFullError, match="still to store"):
         Ingestor(store).ingest([write_jsonl(tmp_path / "c.jsonl", chunks)])
     monkeypatch.setattr(ingest_mod.shutil, "disk_usage", real)
