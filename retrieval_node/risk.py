@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .cache import BoundedCache
 from .config import RiskLexicon, RiskTerm
 
 # --------------------------------------------------------------------------- risk signal
@@ -1374,7 +1375,12 @@ NUMERIC_WEIGHT = 0.9
 
 #: (id of a lexicon, domains) -> (that lexicon, its terms with their runs, the union pattern): a lexicon is frozen; the
 #: entry keeps it alive so its id is not reused while the entry stands
-_DOMAIN_TERMS: dict[tuple[int, tuple[str, ...]], tuple[RiskLexicon, tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]] = {}
+_DOMAIN_TERMS: BoundedCache[tuple[int, tuple[str, ...]], tuple[RiskLexicon, tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]] = BoundedCache(64)
+
+
+def _combined_score(best: float, kinds: int) -> float:
+    """A chunk's risk score from its strongest weight and its number of material kinds (:func:`risk_signal`)."""
+    return round(min(1.0, best + 0.05 * max(0, kinds - 1)), 6)
 
 
 def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]:
@@ -1387,9 +1393,7 @@ def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[t
         for d in domains:
             for t in lexicon.domains[d].terms if d in lexicon.domains else ():
                 seen.setdefault(t.term, t)
-        if len(_DOMAIN_TERMS) >= 64:
-            _DOMAIN_TERMS.clear()
-        hit = _DOMAIN_TERMS[key] = (lexicon, tuple((t, term_runs(t.term)) for t in seen.values()), any_term_pattern(tuple(seen)))
+        hit = _DOMAIN_TERMS.put(key, (lexicon, tuple((t, term_runs(t.term)) for t in seen.values()), any_term_pattern(tuple(seen))))
     return hit[1], hit[2]
 
 
@@ -1441,7 +1445,7 @@ def _signal_bound(text: str, lexicon: RiskLexicon, domains: Sequence[str], short
     if numeric:
         best = max(best, NUMERIC_WEIGHT)
         kinds.update(kind for kind, _ in numeric)
-    return bool(kinds), round(min(1.0, best + 0.05 * max(0, len(kinds) - 1)), 6), len(kinds)
+    return bool(kinds), _combined_score(best, len(kinds)), len(kinds)
 
 
 def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
@@ -1483,9 +1487,8 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     if numeric:
         best = max(best, NUMERIC_WEIGHT)
         kinds.update(kind for kind, _ in numeric)
-    score = min(1.0, best + 0.05 * max(0, len(kinds) - 1))
     return RiskSignal(
-        score=round(score, 6),
+        score=_combined_score(best, len(kinds)),
         kinds=tuple(sorted(kinds)),
         numeric=tuple(what for _, what in numeric),
         risk_terms=tuple(sorted({m.term for m in matches if not m.benign and m.weight >= MATERIAL_WEIGHT})),
