@@ -190,7 +190,7 @@ def test_the_cpu_flags_read_without_torch_agree_with_torchs_own_probe() -> None:
     if not Path("/proc/cpuinfo").exists():
         pytest.skip("no /proc/cpuinfo: native_bf16 asks PyTorch itself")
     text = Path("/proc/cpuinfo").read_text()
-    probes = (getattr(torch.cpu, "_is_avx512_bf16_supported", None),)
-    if "amx_bf16" in text or probes[0] is None:
+    probe = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    if "amx_bf16" in text or probe is None:
         pytest.skip("AMX or no PyTorch probe: nothing to compare with")
-    assert embedding.native_bf16.__wrapped__() == probes[0]()
+    assert embedding.native_bf16.__wrapped__() == probe()
