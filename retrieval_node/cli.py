@@ -245,9 +245,11 @@ def _caller(store: Path | None, flag: SensitivityName | None, actor: str | None)
 
 
 def _open_store(home: Path | None) -> Any:
+    """The store, opened for one command: no background read of its index files into the page cache (a command
+    answers once and exits; reading the whole store for it would only compete with its own reads)."""
     from .store import Store
 
-    return Store.open(home)
+    return Store.open(home, warm_page_cache=False)
 
 
 _T = TypeVar("_T")

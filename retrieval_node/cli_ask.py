@@ -67,7 +67,7 @@ def ask_command(cli: ModuleType) -> Callable[..., None]:
         from .store import Store
 
         try:
-            with Store.open(home) as st:
+            with Store.open(home, warm_page_cache=False) as st:  # one question, then exit (cli._open_store)
                 cli.one_shot()
                 ra = RetrievalAgent(st, trust=trust)
                 try:

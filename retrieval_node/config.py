@@ -92,6 +92,13 @@ class RetrievalConfig(_Strict):
         "less (measured 1.2-1.3x the model's throughput at 256-512 against 64); a store's vectors may differ from a "
         "smaller call's in the last digits (cosine >= 0.99998), never the packages measured.",
     )
+    warm_page_cache: bool = Field(
+        True,
+        description="After opening an embedded store, ask the kernel in the background to read its index files (the "
+        "qdrant-edge segments, the risk findings, the BM25 indexes) into the OS page cache: qdrant-edge drops them from "
+        "the cache when a store closes, and a first call on a deal would otherwise read its pages from disk one at a "
+        "time. Costs disk reads and page cache (not process memory); off for a process that makes one call and exits.",
+    )
     window_tokens: int = Field(
         200, ge=32, le=254,
         description="Word-piece tokens per embedding window; chunks longer than this get several vectors "

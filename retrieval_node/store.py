@@ -37,10 +37,12 @@ import numpy as np
 
 from .backends.mem0_edge import EdgeMemoryStore, attach
 from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
+from .backends.pagecache import PageCacheWarmer
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
 from .config import NodeConfig, load_config
 from .embedding import AUTO_BACKEND, EMBEDDING_BACKENDS, Embedder, LazyEmbedder, resolve_backend
 from .errors import BackendError, ConfigError, StoreLockedError, StorePathError
+from .lexical import LEXICAL_DIR
 from .query_cache import QUERY_DB, QueryVectorCache
 from .tokens import TiktokenCounter, TokenCounter
 
@@ -169,6 +171,8 @@ class Store:
         self._gen_lock = threading.Lock()
         self._query_cache: QueryVectorCache | None = None
         self._query_cache_lock = threading.Lock()
+        #: the background read of the index files into the page cache (Store.open), None when not warming
+        self.page_cache: PageCacheWarmer | None = None
 
     @classmethod
     def open(
@@ -177,7 +181,11 @@ class Store:
         *,
         config: NodeConfig | None = None,
         embedder: Embedder | None = None,
+        warm_page_cache: bool | None = None,
     ) -> Store:
+        """Open (or create) the store at ``home``. ``warm_page_cache`` overrides the configuration's
+        (``retrieval.warm_page_cache``): whether an embedded store's index files are read into the OS page cache in
+        the background (:mod:`~retrieval_node.backends.pagecache`)."""
         config = config or load_config()
         rc = config.retrieval
         home = resolve_home(home)
@@ -258,12 +266,21 @@ class Store:
                         "memory changes before now is lost. Restore the file from a backup if you need that history.",
                         home, HISTORY_DB)
         closers.append(lock)
+        warm = rc.warm_page_cache if warm_page_cache is None else warm_page_cache
+        warmer = None
+        if warm and edge_shards:  # first the Mem0 listing's files, then the vectors', then what precompute keeps
+            from .precompute import FINDINGS_DB  # the risk module behind it is not needed to open a store
+
+            warmer = PageCacheWarmer([home / "mem0_edge", home / "vectors", home / FINDINGS_DB, home / LEXICAL_DIR]).start()
+            closers.insert(0, warmer)  # stopped before the shards close
         legacy = [str(s._path if hasattr(s, "_path") else s.path) for s in edge_shards if s.count() >= 5_000 and s.needs_compaction()]
         if legacy:
             log.warning("store %s: %s still in the in-memory layout of older stores (about 1 GB more RAM at 100k chunks); "
                         "run `retrieval-node compact --store %s` once (or ingest: closing after an ingest compacts)", home, ", ".join(legacy), home)
-        return cls(home=home, config=config, embedder=embedder, tokens=tokens, chunks=chunks, registry=registry, closers=closers,
-                   edge_shards=edge_shards)
+        store = cls(home=home, config=config, embedder=embedder, tokens=tokens, chunks=chunks, registry=registry, closers=closers,
+                    edge_shards=edge_shards)
+        store.page_cache = warmer
+        return store
 
     def compact(self) -> dict[str, bool]:
         """Rewrite the embedded qdrant-edge shards in their on-disk layout (see ``EdgeShardLifecycle.compact``);

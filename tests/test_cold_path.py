@@ -802,3 +802,85 @@ def test_a_cached_deal_view_keeps_few_objects_per_chunk(store, make_chunk, tmp_p
     # everything else is a constant: the view's tables, locks, a cache entry per agent (119 when written). An object
     # per chunk anywhere (a list, a set, a tuple around a signal) adds 240 and fails this.
     assert len(kept) - views - signals <= 200, sorted(Counter(type(o).__name__ for o in kept).items(), key=lambda kv: -kv[1])[:8]
+
+
+# -- the page cache after open (backends/pagecache.py) ----------------------------------------------------------
+
+from retrieval_node.backends import pagecache  # noqa: E402
+
+
+def test_data_extents_cover_every_written_byte_and_skip_holes_where_the_file_system_keeps_them(tmp_path: Path) -> None:
+    path = tmp_path / "sparse.dat"
+    with open(path, "wb") as fh:
+        fh.write(b"a" * 4096)
+        fh.seek(1 << 20)
+        fh.write(b"b" * 4096)
+        fh.truncate(4 << 20)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        extents = list(pagecache.data_extents(fd, 4 << 20))
+        holes_kept = hasattr(os, "SEEK_HOLE") and os.lseek(fd, 0, os.SEEK_HOLE) < (4 << 20)
+    finally:
+        os.close(fd)
+    covered = lambda off: any(start <= off < start + n for start, n in extents)  # noqa: E731
+    assert covered(0) and covered(4095) and covered(1 << 20) and covered((1 << 20) + 4095)
+    assert all(n > 0 for _, n in extents) and all(a + n <= b for (a, n), (b, _) in zip(extents, extents[1:]))
+    if holes_kept:  # the 4 MiB file holds 8 KiB of data: the holes are not read ahead
+        assert sum(n for _, n in extents) < 2 << 20
+    (tmp_path / "empty.dat").touch()
+    fd = os.open(tmp_path / "empty.dat", os.O_RDONLY)
+    try:
+        assert list(pagecache.data_extents(fd, 0)) == []
+    finally:
+        os.close(fd)
+
+
+def test_the_files_warmed_are_the_stores_segments_findings_and_indexes_never_its_write_ahead_logs(ingested: Path, tmp_path: Path) -> None:
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    files = pagecache.store_files([home / "mem0_edge", home / "vectors", home / "chunk_findings.db", home / "lexical", home / "absent"])
+    rel = {str(p.relative_to(home)) for p in files}
+    assert any(r.startswith("mem0_edge/segments/") for r in rel) and any(r.startswith("vectors/segments/") for r in rel)
+    assert "chunk_findings.db" in rel and any(r.startswith("lexical/") for r in rel)
+    assert not any("/wal/" in f"/{r}" for r in rel)
+
+
+@pytest.mark.skipif(not pagecache.SUPPORTED, reason="posix_fadvise is not available on this platform")
+def test_an_opened_store_warms_its_index_files_in_the_background_and_a_cli_command_does_not(ingested: Path, tmp_path: Path, node_config) -> None:
+    from retrieval_node import cli
+
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    with Store.open(home, config=node_config) as st:
+        assert st.page_cache is not None and st.page_cache.wait(60)
+        assert st.page_cache.files > 0 and st.page_cache.skipped == 0
+        assert st.page_cache.advised_bytes > 0
+    off = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"warm_page_cache": False})})
+    with Store.open(home, config=off) as st:
+        assert st.page_cache is None
+    with Store.open(home, config=off, warm_page_cache=True) as st:  # the argument wins over the configuration
+        assert st.page_cache is not None and st.page_cache.wait(60)
+    with cli._open_store(home) as st:  # one command, then exit: nothing read ahead
+        assert st.page_cache is None
+
+
+@pytest.mark.skipif(not pagecache.SUPPORTED, reason="posix_fadvise is not available on this platform")
+def test_a_file_gone_between_listing_and_reading_is_skipped_not_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = [tmp_path / "a.dat", tmp_path / "c.dat"]
+    for p in kept:
+        p.write_bytes(b"x" * 10_000)
+    # fault injected: the listing names a file a compaction removed before it is read
+    monkeypatch.setattr(pagecache, "store_files", lambda roots: [kept[0], tmp_path / "gone.dat", kept[1]])
+    warmer = pagecache.PageCacheWarmer([tmp_path])
+    assert warmer.run() == 20_000
+    assert (warmer.files, warmer.skipped) == (2, 1) and warmer.done
+
+
+@pytest.mark.skipif(not pagecache.SUPPORTED, reason="posix_fadvise is not available on this platform")
+def test_closing_the_store_stops_the_warming_first(ingested: Path, tmp_path: Path, node_config) -> None:
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    st = Store.open(home, config=node_config)
+    warmer = st.page_cache
+    st.close()
+    assert warmer is not None and warmer._thread is not None and not warmer._thread.is_alive()
