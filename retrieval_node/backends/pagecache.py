@@ -2,12 +2,12 @@
 
 qdrant-edge drops its segment files from the OS page cache when a shard closes (measured with ``fincore``: every
 segment file of a 10k-chunk store held 0 bytes in the cache after ``Store.close()``, ~320 MB before). The next
-process to open the store reads what a call needs from disk, a 4 KiB page at a time through its memory maps: the
-first call on a deal took ~800 major page faults for the deal's Mem0 listing and ~100-170 for its vector search,
-~80 ms of a ~250 ms first call on this machine's virtual disk. Warming the files right after open turns those
-into page-cache hits; the files are read ahead by the kernel (``posix_fadvise(POSIX_FADV_WILLNEED)``), not by
-this process, so nothing is copied into Python and the process's RSS does not grow (the page cache is the
-kernel's, and reclaimable).
+process to open the store reads what a call needs from disk, page by page through its memory maps: the first call
+on a deal took ~800 page faults that went to disk for the deal's Mem0 listing and 100-170 for its vector search. With
+the files read back right after open, the first call on each deal of a 100k-chunk store went from p50 323 to 214 ms
+(README, *Performance*, "The page cache after open"). The kernel reads them (``posix_fadvise(POSIX_FADV_WILLNEED)``),
+not this process: nothing is copied into Python. The process does map more of the cached files as calls touch them
+(+115 MB of mapped files in RSS at 100k chunks: clean pages the kernel can take back, but counted).
 
 The kernel reads at most a few MiB per advice (8 MiB here), so the files' data extents (``SEEK_DATA`` /
 ``SEEK_HOLE``: qdrant preallocates 32 MiB pages that are mostly holes) are advised in windows of
