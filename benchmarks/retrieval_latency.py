@@ -341,6 +341,7 @@ def write_deal(store: Any, filler: Filler, d: int, *, findings: Any, entities: f
     m_ids: list[str] = []
     m_payloads: list[dict[str, Any]] = []
     texts: list[tuple[str, str, str]] = []
+    records: list[tuple[str, dict[str, Any], str]] = []  # (memory id, ingest record, content) of each registration
     for chunk, spans, vecs in filler.deal(d, fresh=fresh):
         record = filler.ingestor._record(chunk, filler.now)  # noqa: SLF001 - the exact ingest record
         texts.append((chunk.deal_id, chunk.chunk_id, chunk.content))
@@ -348,9 +349,11 @@ def write_deal(store: Any, filler: Filler, d: int, *, findings: Any, entities: f
         m_vecs.append(vecs[0].tolist())
         m_ids.append(str(uuid.uuid4()))
         m_payloads.append(Filler.mem0_payload(record, chunk.content, lemmatize))
+        records.append((m_ids[-1], record, chunk.content))
         section_counts[chunk.section_type.value] += 1
     points.sort(key=lambda p: p.payload["window"] == 0)  # window 0 last, as the ingest writes them
-    out = {"generate_s": time.perf_counter() - t, "chunks": len(texts), "vector_points": len(points), "precompute_s": 0.0}
+    out = {"generate_s": time.perf_counter() - t, "chunks": len(texts), "vector_points": len(points), "precompute_s": 0.0,
+           "registered": records}
     t = time.perf_counter()
     for i in range(0, len(points), 1024):
         store.chunks.upsert(points[i:i + 1024])
@@ -582,10 +585,14 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
                 drop_deal(store, deal_id)  # left by a run that stopped half way
                 written.append(deal_id)
                 t = time.perf_counter()
-                write_deal(store, filler, k, findings=findings, entities=entities, ingestor=ingestor, lemmatize=lemmatize_for_bm25,
-                           section_counts=Counter(), fresh=True)
+                wrote = write_deal(store, filler, k, findings=findings, entities=entities, ingestor=ingestor, lemmatize=lemmatize_for_bm25,
+                                   section_counts=Counter(), fresh=True)
                 store.chunks.flush()
                 store.bump([deal_id])
+                offer = getattr(store, "offer_listing", None)
+                if offer is not None:  # what the product's ingest does after its writes (Ingestor._offer_listings)
+                    as_listed = store.registry.written_record
+                    offer(deal_id, sorted((as_listed(m, r, c) for m, r, c in wrote["registered"]), key=lambda r: r.chunk_id))
                 write_s = time.perf_counter() - t
                 name = agents[k % len(agents)]
                 ms, summary = calls(agent.intent_for(name, deal_id=deal_id))
@@ -595,6 +602,7 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
         drained = drain_audit(agent)  # the entries of these calls land before their deal is removed
         for deal_id in written:
             drop_deal(store, deal_id)
+            store.bump([deal_id])  # what was kept of it (its view, a listing offered after its write) is stale now
             agent.pipeline.deals.invalidate(deal_id)  # its view goes now, not when the cache is full
     removed = (drained.get("drained") is True and (store.chunks.count(), vs.count()) == counts_before
                and not any(store.registry.deal_records(d) for d in written))

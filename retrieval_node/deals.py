@@ -269,8 +269,11 @@ class DealCache:
 
     def _load(self, deal_id: str, gen: int, fallbacks: list[str] | None) -> tuple[DealView, int]:
         """Build the deal's view (the caller holds its loading lock)."""
+        # what an ingest in this process wrote and knows to be the deal's whole listing (Store.offer_listing), at this
+        # generation; else Mem0's listing. The same checks below run on either.
+        offered = getattr(self.backends, "offered_listing", None)
         try:
-            records = self.backends.registry.deal_records(deal_id)
+            records = (offered(deal_id, gen) if offered is not None else None) or self.backends.registry.deal_records(deal_id)
         except BackendError as exc:
             if fallbacks is None:
                 raise

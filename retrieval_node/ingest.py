@@ -108,6 +108,8 @@ class _Pending:
     needs_registry: bool = True
     record: dict[str, Any] = field(default_factory=dict)
     refused: bool = False  # the store refused its write (reported as a rejection)
+    written: bool = False  # every write it needed landed
+    memory_id: str | None = None  # its registry memory, when this ingest registered it
 
 
 def iter_jsonl_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -335,11 +337,12 @@ class Ingestor:
     ) -> IngestReport:
         rejected = list(rejected or [])
         with self._lock:
-            pending, unchanged = self._plan(chunks, rejected)
+            pending, unchanged, listed = self._plan(chunks, rejected)
             try:
                 refused = self._write(pending, progress=progress)
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
+            self._offer_listings(pending, listed)
         stored = [p for p in pending if not p.refused]
         findings = findings_of(self.store)
         if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
@@ -353,6 +356,25 @@ class Ingestor:
         repaired = sum(1 for p in stored if not p.needs_vectors)
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
+
+    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]]) -> None:
+        """Hand the store each deal's whole registry listing where this ingest knows it exactly: what Mem0 listed
+        before the writes plus the records registered, for a deal every pending chunk of which landed (one refused
+        or not attempted: nothing offered, the next view lists Mem0). The first call on the deal then reads no
+        listing from Mem0 (Store.offer_listing)."""
+        offer = getattr(self.store, "offer_listing", None)
+        if offer is None:
+            return
+        by_deal: dict[str, list[_Pending]] = {}
+        for p in pending:
+            by_deal.setdefault(p.chunk.deal_id, []).append(p)
+        for deal_id, before in listed.items():
+            mine = by_deal.get(deal_id, [])
+            if any(not p.written or (p.needs_registry and p.memory_id is None) for p in mine):
+                continue
+            added = [self.store.registry.written_record(p.memory_id, p.record, p.chunk.content) for p in mine
+                     if p.needs_registry and p.memory_id is not None]
+            offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id))
 
     def _pattern_entities(self) -> frozenset[str]:
         """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""
@@ -415,7 +437,8 @@ class Ingestor:
             log.warning("deal %s: its BM25 index was not kept (%s); its first call builds it", deal_id, exc)
 
     # -- planning --------------------------------------------------------------------
-    def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]) -> tuple[list[_Pending], int]:
+    def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]) -> tuple[list[_Pending], int, dict[str, list[Any]]]:
+        """The chunks to write, how many are unchanged, and each listed deal's registry records (Mem0's listing)."""
         by_id: dict[str, _Pending] = {}
         unchanged = 0
         for chunk, file, line in chunks:
@@ -447,6 +470,7 @@ class Ingestor:
             present_extra.update(self.store.chunks.payloads(extra_ids[i:i + _LOOKUP_BATCH]))
 
         registered: dict[str, set[str] | BackendError] = {}
+        listed: dict[str, list[Any]] = {}
         pending: list[_Pending] = []
         for cid, p in by_id.items():
             payload = stored.get(cid)
@@ -461,7 +485,8 @@ class Ingestor:
             deal = p.chunk.deal_id
             if deal not in registered:
                 try:
-                    registered[deal] = self.store.registry.registered_chunk_ids(deal)
+                    listed[deal] = self.store.registry.registered_records(deal)
+                    registered[deal] = {r.chunk_id for r in listed[deal]}
                 except BackendError as exc:  # this deal's lookup failed; the other deals go on
                     registered[deal] = exc
             known = registered[deal]
@@ -476,7 +501,7 @@ class Ingestor:
             else:
                 unchanged += 1
         pending.sort(key=lambda p: (p.chunk.deal_id, p.chunk.document_id, p.chunk.page_start, p.chunk.chunk_id))
-        return pending, unchanged
+        return pending, unchanged, listed
 
     # -- writing ---------------------------------------------------------------------
     def _record(self, chunk: DocumentChunk, ingested_at: datetime) -> dict[str, Any]:
@@ -556,12 +581,13 @@ class Ingestor:
             for p, vec, good in zip(batch, first_vectors, ok, strict=True):
                 if good and p.needs_registry:
                     try:
-                        self.store.registry.register_chunk(p.record, p.chunk.content, vec)
+                        p.memory_id = self.store.registry.register_chunk(p.record, p.chunk.content, vec)
                     except Exception as exc:
                         good = False
                         refuse(p, "registry", exc)
                 if good:
                     streak[0] = 0
+                    p.written = True
                 done.add(id(p))
                 bar.update(1)
 

@@ -39,12 +39,16 @@ from .backends.mem0_edge import EdgeMemoryStore, attach
 from .backends.mem0_registry import LEDGER, Mem0Registry, SharedEmbeddings, build_memory
 from .backends.pagecache import PageCacheWarmer
 from .backends.vectors import ChunkIndex, EdgeChunkIndex, QdrantChunkIndex
+from .cache import BoundedCache
 from .config import NodeConfig, load_config
 from .embedding import AUTO_BACKEND, EMBEDDING_BACKENDS, Embedder, LazyEmbedder, resolve_backend
 from .errors import BackendError, ConfigError, StoreLockedError, StorePathError
 from .lexical import LEXICAL_DIR
 from .query_cache import QUERY_DB, QueryVectorCache
 from .tokens import TiktokenCounter, TokenCounter
+
+#: Registry listings an in-process ingest offers are kept for this many deals (the most recent; Store.offer_listing).
+OFFERED_LISTINGS = 4
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +177,8 @@ class Store:
         self._query_cache_lock = threading.Lock()
         #: the background read of the index files into the page cache (Store.open), None when not warming
         self.page_cache: PageCacheWarmer | None = None
+        #: deal -> (generation, registry records) an ingest in this process offered (offer_listing)
+        self._offered: BoundedCache[str, tuple[int, list[Any]]] = BoundedCache(OFFERED_LISTINGS)
 
     @classmethod
     def open(
@@ -328,6 +334,20 @@ class Store:
         with self._gen_lock:
             for d in deal_ids:
                 self._generations[d] = self._generations.get(d, 0) + 1
+                self._offered.pop(d)  # a listing offered before the change is never served
+
+    def offer_listing(self, deal_id: str, records: list[Any]) -> None:
+        """An ingest in this process wrote ``deal_id``'s chunks and knows the deal's whole registry listing (what Mem0
+        listed before its writes, plus the records it registered, as :meth:`Mem0Registry.deal_records` would list
+        them, in chunk-id order): the deal's next view reads them here instead of listing Mem0 again, while the deal's
+        generation is the one current now (any later change to the deal bumps it and the offer is not served)."""
+        with self._gen_lock:
+            self._offered.put(deal_id, (self._generations.get(deal_id, 0), list(records)))
+
+    def offered_listing(self, deal_id: str, generation: int) -> list[Any] | None:
+        """The records :meth:`offer_listing` kept for ``deal_id`` at ``generation``, else None (list Mem0)."""
+        hit = self._offered.get(deal_id)
+        return list(hit[1]) if hit is not None and hit[0] == generation else None
 
     def secret(self) -> bytes:
         """The store's secret key, created on first use in ``<home>/secret.key`` (owner-only): it keys the evidence

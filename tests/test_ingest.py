@@ -150,3 +150,69 @@ def test_ingest_hands_the_model_windows_in_calls_of_embedding_call_windows(tmp_p
             assert len(sizes) == want and sum(sizes) == 12 and all(n >= max(call, batch) for n in sizes[:-1]), (call, batch, sizes)
             hit = st.chunks.search(embedder.embed([chunks[7].content])[0], SearchScope("2026-TEST-0001"), 1)[0]
             assert hit.chunk_id == chunks[7].chunk_id and hit.score > 0.9999  # its own text's vector, from any call
+
+
+# -- the listing an ingest offers the first call (Store.offer_listing) ---------------------------------------------
+
+def _listings(store) -> int:
+    return store.registry.stats.by_op.get("deal_records", 0)
+
+
+def _first_package(store, deal_id):
+    from retrieval_node.agent import RetrievalAgent
+    from tests.conftest import FULL_TRUST
+
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, _ = agent.retrieve_sync(agent.intent_for("investigator", deal_id=deal_id))
+    return [(r.chunk_id, r.content) for r in pkg.ordered_chunks]
+
+
+def _varied_deal(make_chunk):
+    return [
+        make_chunk(LIEN, page=2, metadata={"sensitivity": "confidential", "entity_ids": ["contractor:bow-river-drywall"]}),
+        make_chunk("Certificate of Title. Registered owner: Jane Doe.", section="TITLE_SUMMARY", page=1, metadata={"sensitivity": "public"}),
+        make_chunk("Caveat 241 339 812 re purchaser's interest, filed 2024/06/12.", section="CAVEATS_SECTION", page=3,
+                   metadata={"zones": ["caveats_section"], "created_at": "2026-02-01T09:30:00+00:00"}, ocr_confidence=0.81),
+    ]
+
+
+def test_the_first_call_after_an_ingest_reads_the_listing_the_ingest_offered_and_it_is_what_mem0_lists(store, make_chunk, tmp_path):
+    deal = "2026-TEST-0001"
+    Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", _varied_deal(make_chunk))])
+    offered = store.offered_listing(deal, store.generation(deal))
+    assert offered is not None and offered == store.registry.deal_records(deal)  # every field, memory ids included
+    before = _listings(store)
+    first = _first_package(store, deal)
+    assert _listings(store) == before  # the first call listed nothing from Mem0
+    store.bump([deal])  # the offer is stale now: the next view lists Mem0
+    assert store.offered_listing(deal, store.generation(deal)) is None
+    assert _first_package(store, deal) == first and _listings(store) == before + 1
+
+
+def test_an_ingest_that_adds_to_a_deal_offers_the_whole_listing_and_a_later_change_is_never_served_stale(store, make_chunk, tmp_path):
+    deal = "2026-TEST-0001"
+    chunks = _varied_deal(make_chunk)
+    Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks[:2])])
+    Ingestor(store).ingest([write_jsonl(tmp_path / "b.jsonl", chunks)])  # one new chunk beside two unchanged
+    offered = store.offered_listing(deal, store.generation(deal))
+    assert offered == store.registry.deal_records(deal) and len(offered) == 3
+    before = _listings(store)
+    assert chunks[2].chunk_id in {c for c, _ in _first_package(store, deal)} and _listings(store) == before
+
+
+def test_a_deal_whose_ingest_lost_a_write_is_not_offered(store, make_chunk, tmp_path, monkeypatch):
+    deal = "2026-TEST-0001"
+    chunks = _varied_deal(make_chunk)
+    real = store.registry.register_chunk
+
+    def refuses_the_caveat(record, content, vector):  # FAULT INJECTION: Mem0 refuses one registration
+        if record["chunk_id"] == chunks[2].chunk_id:
+            raise OSError("injected fault: registry write refused")
+        return real(record, content, vector)
+
+    monkeypatch.setattr(store.registry, "register_chunk", refuses_the_caveat)
+    report = Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks)])
+    assert report.ingested == 2 and len(report.rejected) == 1
+    assert store.offered_listing(deal, store.generation(deal)) is None
+    before = _listings(store)
+    assert chunks[2].chunk_id not in {c for c, _ in _first_package(store, deal)} and _listings(store) == before + 1

@@ -221,9 +221,18 @@ class FailingRegistry:
 def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
     store, _ = pipe_store
     real = store.registry
-    store.registry = FailingRegistry(real)
     sync = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"audit_write": "sync"})})
+    offered = store.offered_listing(DEAL, store.generation(DEAL))
+    store.registry = FailingRegistry(real)
     try:
+        # the listing this module's ingest offered (no test before bumps DEAL) needs no Mem0: the structure is exact
+        assert offered is not None
+        agent = RetrievalAgent(store, config=sync, trust=FULL_TRUST)
+        pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+        assert any("BUILDERS' LIEN" in r.content for r in pkg.ordered_chunks)
+        assert not any(f.startswith("mem0_unavailable") for f in summary.fallbacks)
+        assert any(f.startswith("audit_journaled") for f in summary.fallbacks)  # the audit write still needed Mem0
+        store.bump([DEAL])  # the deal changed since: its view must be listed, and Mem0 is down
         agent = RetrievalAgent(store, config=sync, trust=FULL_TRUST)
         pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     finally:

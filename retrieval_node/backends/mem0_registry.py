@@ -236,6 +236,12 @@ class Mem0Registry:
         self._record_in_ledger([(deal_id, record["chunk_id"], record["content_hash"])])
         return result
 
+    @staticmethod
+    def written_record(memory_id: str, record: dict[str, Any], content: str) -> RegistryRecord:
+        """The record :meth:`deal_records` lists for a chunk :meth:`register_chunk` wrote (``memory_id``: what it
+        returned): built from the same payload fields by the same function, without reading Mem0."""
+        return _registry_record(memory_id, {**record, "data": content})
+
     def _record_in_ledger(self, rows: Sequence[tuple[str, str, str]]) -> None:
         """Append (deal, chunk id, content hash) of chunks Mem0 holds to the ledger (owner-only; not fsynced: a line
         lost in a power cut only excludes its chunk from the Mem0-down fallback, and the next ingest writes it)."""
@@ -290,11 +296,16 @@ class Mem0Registry:
         return sorted((r for r in records if r.deal_id == deal_id), key=lambda r: r.chunk_id)
 
     def registered_chunk_ids(self, deal_id: str) -> set[str]:
-        """The deal's registered chunk ids (what ingest asks before writing); chunks Mem0 holds that the ledger does not
-        (a store from before the ledger) are added to it here, so one ingest with Mem0 up completes it."""
+        """The deal's registered chunk ids (see :meth:`registered_records`)."""
+        return {r.chunk_id for r in self.registered_records(deal_id)}
+
+    def registered_records(self, deal_id: str) -> list[RegistryRecord]:
+        """The deal's registered chunks (what ingest asks before writing: :meth:`deal_records`); chunks Mem0 holds that
+        the ledger does not (a store from before the ledger) are added to it here, so one ingest with Mem0 up
+        completes it."""
         records = self.deal_records(deal_id)
         self._record_in_ledger([(r.deal_id, r.chunk_id, r.content_hash) for r in records])
-        return {r.chunk_id for r in records}
+        return records
 
     # -- institutional patterns --------------------------------------------------------
     def add_pattern(self, entity_type: str, entity_id: str, topic: str, content: str, *, vector: np.ndarray | None = None) -> str | None:
