@@ -592,7 +592,8 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
                 offer = getattr(store, "offer_listing", None)
                 if offer is not None:  # what the product's ingest does after its writes (Ingestor._offer_listings)
                     as_listed = store.registry.written_record
-                    offer(deal_id, sorted((as_listed(m, r, c) for m, r, c in wrote["registered"]), key=lambda r: r.chunk_id))
+                    offer(deal_id, sorted((as_listed(m, r, c) for m, r, c in wrote["registered"]), key=lambda r: r.chunk_id),
+                          [r["chunk_id"] for _m, r, _c in wrote["registered"]])  # every chunk's points were just written
                 write_s = time.perf_counter() - t
                 name = agents[k % len(agents)]
                 ms, summary = calls(agent.intent_for(name, deal_id=deal_id))

@@ -272,8 +272,9 @@ class DealCache:
         # what an ingest in this process wrote and knows to be the deal's whole listing (Store.offer_listing), at this
         # generation; else Mem0's listing. The same checks below run on either.
         offered = getattr(self.backends, "offered_listing", None)
+        given = offered(deal_id, gen) if offered is not None else None
         try:
-            records = (offered(deal_id, gen) if offered is not None else None) or self.backends.registry.deal_records(deal_id)
+            records = given or self.backends.registry.deal_records(deal_id)
         except BackendError as exc:
             if fallbacks is None:
                 raise
@@ -291,7 +292,10 @@ class DealCache:
                 rejected.append(f"{rec.chunk_id[:12]}: registry chunk id is not derived from its document, pages and content hash")
                 continue
             chunks[rec.chunk_id] = rec
-        notes = self._pair_with_vectors(deal_id, chunks)
+        # the chunks whose first vector point the offering ingest wrote or found under this deal are paired already
+        pairs = getattr(self.backends, "offered_pairs", None)
+        paired = pairs(deal_id, gen) if given and pairs is not None else frozenset()
+        notes = self._pair_with_vectors(deal_id, chunks, paired)
         view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
         view.load_findings = self._findings(deal_id)
         view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
@@ -338,9 +342,10 @@ class DealCache:
             fallbacks.extend(view.notes)
         return view
 
-    def _pair_with_vectors(self, deal_id: str, chunks: dict[str, ChunkView]) -> list[str]:
+    def _pair_with_vectors(self, deal_id: str, chunks: dict[str, ChunkView], paired: frozenset[str] = frozenset()) -> list[str]:
         """Drop from ``chunks`` every registered chunk whose window-0 vector point is missing or filed under another
         deal; returns the note saying so (none when all pair). None of them paired: :class:`BackendError`.
+        ``paired``: chunk ids known to pair (an ingest of this process wrote or found their points), not asked again.
 
         No payload is read: a chunk id is derived from its content hash (``compute_chunk_id``, checked for every
         registry record in :meth:`_load`) and the point id from the chunk id, so the point ingest wrote under that id
@@ -349,9 +354,10 @@ class DealCache:
         if not chunks:
             return []
         ids = sorted(chunks)
-        points = [uuid_text(point_int(c, 0)) for c in ids]
-        found = self.backends.chunks.present(points, deal_id)
-        unpaired = [cid for cid, pid in zip(ids, points, strict=True) if pid not in found]
+        ask = [c for c in ids if c not in paired]
+        points = [uuid_text(point_int(c, 0)) for c in ask]
+        found = self.backends.chunks.present(points, deal_id) if points else set()
+        unpaired = [cid for cid, pid in zip(ask, points, strict=True) if pid not in found]
         if not unpaired:
             return []
         if len(unpaired) == len(ids):

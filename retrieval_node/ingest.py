@@ -337,12 +337,12 @@ class Ingestor:
     ) -> IngestReport:
         rejected = list(rejected or [])
         with self._lock:
-            pending, unchanged, listed = self._plan(chunks, rejected)
+            pending, unchanged, listed, found = self._plan(chunks, rejected)
             try:
                 refused = self._write(pending, progress=progress)
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
-            self._offer_listings(pending, listed)
+            self._offer_listings(pending, listed, found)
         stored = [p for p in pending if not p.refused]
         findings = findings_of(self.store)
         if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
@@ -357,11 +357,12 @@ class Ingestor:
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
 
-    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]]) -> None:
+    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]], found: dict[str, set[str]]) -> None:
         """Hand the store each deal's whole registry listing where this ingest knows it exactly: what Mem0 listed
         before the writes plus the records registered, for a deal every pending chunk of which landed (one refused
         or not attempted: nothing offered, the next view lists Mem0). The first call on the deal then reads no
-        listing from Mem0 (Store.offer_listing)."""
+        listing from Mem0 (Store.offer_listing), and asks the vector index only about the pairing of the deal's
+        chunks this ingest neither wrote nor found complete under the deal (``found``)."""
         offer = getattr(self.store, "offer_listing", None)
         if offer is None:
             return
@@ -374,7 +375,8 @@ class Ingestor:
                 continue
             added = [self.store.registry.written_record(p.memory_id, p.record, p.chunk.content) for p in mine
                      if p.needs_registry and p.memory_id is not None]
-            offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id))
+            paired = found.get(deal_id, set()) | {p.chunk.chunk_id for p in mine}
+            offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id), paired)
 
     def _pattern_entities(self) -> frozenset[str]:
         """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""
@@ -437,8 +439,10 @@ class Ingestor:
             log.warning("deal %s: its BM25 index was not kept (%s); its first call builds it", deal_id, exc)
 
     # -- planning --------------------------------------------------------------------
-    def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]) -> tuple[list[_Pending], int, dict[str, list[Any]]]:
-        """The chunks to write, how many are unchanged, and each listed deal's registry records (Mem0's listing)."""
+    def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]
+              ) -> tuple[list[_Pending], int, dict[str, list[Any]], dict[str, set[str]]]:
+        """The chunks to write, how many are unchanged, each listed deal's registry records (Mem0's listing), and per
+        deal the chunks of this ingest whose vectors are all in the index under that deal already."""
         by_id: dict[str, _Pending] = {}
         unchanged = 0
         for chunk, file, line in chunks:
@@ -471,6 +475,7 @@ class Ingestor:
 
         registered: dict[str, set[str] | BackendError] = {}
         listed: dict[str, list[Any]] = {}
+        found: dict[str, set[str]] = {}
         pending: list[_Pending] = []
         for cid, p in by_id.items():
             payload = stored.get(cid)
@@ -482,6 +487,8 @@ class Ingestor:
             if payload is not None:
                 n = int(payload.get("n_windows", 1))
                 p.needs_vectors = any(point_id(cid, w) not in present_extra for w in range(1, n))
+                if not p.needs_vectors:
+                    found.setdefault(p.chunk.deal_id, set()).add(cid)
             deal = p.chunk.deal_id
             if deal not in registered:
                 try:
@@ -501,7 +508,7 @@ class Ingestor:
             else:
                 unchanged += 1
         pending.sort(key=lambda p: (p.chunk.deal_id, p.chunk.document_id, p.chunk.page_start, p.chunk.chunk_id))
-        return pending, unchanged, listed
+        return pending, unchanged, listed, found
 
     # -- writing ---------------------------------------------------------------------
     def _record(self, chunk: DocumentChunk, ingested_at: datetime) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -177,8 +178,8 @@ class Store:
         self._query_cache_lock = threading.Lock()
         #: the background read of the index files into the page cache (Store.open), None when not warming
         self.page_cache: PageCacheWarmer | None = None
-        #: deal -> (generation, registry records) an ingest in this process offered (offer_listing)
-        self._offered: BoundedCache[str, tuple[int, list[Any]]] = BoundedCache(OFFERED_LISTINGS)
+        #: deal -> (generation, registry records, chunk ids whose vectors it wrote) an ingest in this process offered
+        self._offered: BoundedCache[str, tuple[int, list[Any], frozenset[str]]] = BoundedCache(OFFERED_LISTINGS)
 
     @classmethod
     def open(
@@ -336,18 +337,25 @@ class Store:
                 self._generations[d] = self._generations.get(d, 0) + 1
                 self._offered.pop(d)  # a listing offered before the change is never served
 
-    def offer_listing(self, deal_id: str, records: list[Any]) -> None:
+    def offer_listing(self, deal_id: str, records: list[Any], paired: Iterable[str] = ()) -> None:
         """An ingest in this process wrote ``deal_id``'s chunks and knows the deal's whole registry listing (what Mem0
         listed before its writes, plus the records it registered, as :meth:`Mem0Registry.deal_records` would list
         them, in chunk-id order): the deal's next view reads them here instead of listing Mem0 again, while the deal's
-        generation is the one current now (any later change to the deal bumps it and the offer is not served)."""
+        generation is the one current now (any later change to the deal bumps it and the offer is not served).
+        ``paired``: the chunk ids whose first vector point the ingest wrote, or found, under this deal (their
+        pairing need not be asked of the index again; the deal's other chunks' is)."""
         with self._gen_lock:
-            self._offered.put(deal_id, (self._generations.get(deal_id, 0), list(records)))
+            self._offered.put(deal_id, (self._generations.get(deal_id, 0), list(records), frozenset(paired)))
 
     def offered_listing(self, deal_id: str, generation: int) -> list[Any] | None:
         """The records :meth:`offer_listing` kept for ``deal_id`` at ``generation``, else None (list Mem0)."""
         hit = self._offered.get(deal_id)
         return list(hit[1]) if hit is not None and hit[0] == generation else None
+
+    def offered_pairs(self, deal_id: str, generation: int) -> frozenset[str]:
+        """The ``paired`` chunk ids of the listing offered for ``deal_id`` at ``generation`` (empty without one)."""
+        hit = self._offered.get(deal_id)
+        return hit[2] if hit is not None and hit[0] == generation else frozenset()
 
     def secret(self) -> bytes:
         """The store's secret key, created on first use in ``<home>/secret.key`` (owner-only): it keys the evidence

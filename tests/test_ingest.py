@@ -216,3 +216,33 @@ def test_a_deal_whose_ingest_lost_a_write_is_not_offered(store, make_chunk, tmp_
     assert store.offered_listing(deal, store.generation(deal)) is None
     before = _listings(store)
     assert chunks[2].chunk_id not in {c for c, _ in _first_package(store, deal)} and _listings(store) == before + 1
+
+
+def test_the_first_call_after_an_ingest_asks_the_index_only_about_chunks_the_ingest_did_not_write(store, make_chunk, tmp_path, monkeypatch):
+    import qdrant_edge as qe
+
+    deal = "2026-TEST-0001"
+    chunks = _varied_deal(make_chunk)
+    asked: list[list[str]] = []
+    real_present = store.chunks.present
+
+    def counted(point_ids, deal_id):  # the real index answers; the test only records what it was asked
+        asked.append(list(point_ids))
+        return real_present(point_ids, deal_id)
+
+    monkeypatch.setattr(store.chunks, "present", counted)
+    Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks[:2])])
+    first = _first_package(store, deal)
+    assert asked == [] and len(first) >= 1  # the ingest wrote both chunks' points: no pairing asked
+    # FAULT INJECTION behind ingest's back: the title page's first vector point is lost
+    store.chunks._shard.update(qe.UpdateOperation.delete_points([point_id(chunks[1].chunk_id, 0)]))
+    Ingestor(store).ingest([write_jsonl(tmp_path / "b.jsonl", chunks[2:])])  # a new chunk: the deal's listing is offered
+    assert store.offered_listing(deal, store.generation(deal)) is not None
+    from retrieval_node.agent import RetrievalAgent
+    from tests.conftest import FULL_TRUST
+
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=deal))
+    assert len(asked) == 1 and len(asked[0]) == 2  # the two chunks this ingest did not write were asked about
+    assert chunks[1].chunk_id not in {r.chunk_id for r in pkg.ordered_chunks}
+    assert any(f.startswith("unpaired_excluded: 1 registered chunk(s)") for f in summary.fallbacks)
