@@ -353,7 +353,8 @@ def write_deal(store: Any, filler: Filler, d: int, *, findings: Any, entities: f
         section_counts[chunk.section_type.value] += 1
     points.sort(key=lambda p: p.payload["window"] == 0)  # window 0 last, as the ingest writes them
     out = {"generate_s": time.perf_counter() - t, "chunks": len(texts), "vector_points": len(points), "precompute_s": 0.0,
-           "registered": records}
+           "registered": records,
+           "points": {uuid.UUID(str(pt.id)).int: (pt.payload["chunk_id"], int(pt.payload["window"])) for pt in points}}
     t = time.perf_counter()
     for i in range(0, len(points), 1024):
         store.chunks.upsert(points[i:i + 1024])
@@ -592,8 +593,10 @@ def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespa
                 offer = getattr(store, "offer_listing", None)
                 if offer is not None:  # what the product's ingest does after its writes (Ingestor._offer_listings)
                     as_listed = store.registry.written_record
+                    rc = store.config.retrieval
                     offer(deal_id, sorted((as_listed(m, r, c) for m, r, c in wrote["registered"]), key=lambda r: r.chunk_id),
-                          [r["chunk_id"] for _m, r, _c in wrote["registered"]])  # every chunk's points were just written
+                          [r["chunk_id"] for _m, r, _c in wrote["registered"]],  # every chunk's points were just written
+                          ((rc.window_tokens, rc.window_overlap_tokens), wrote["points"]))
                 write_s = time.perf_counter() - t
                 name = agents[k % len(agents)]
                 ms, summary = calls(agent.intent_for(name, deal_id=deal_id))

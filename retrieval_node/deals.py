@@ -66,6 +66,9 @@ class DealView:
     seeded: set[Any] = field(default_factory=set)
     #: the store directory whose per-deal BM25 index (lexical.py) the view may read
     home: Any = None
+    #: ((window_tokens, overlap_tokens), point id -> (chunk id, window)) of the points an ingest of this process wrote or
+    #: found for the deal (Store.offered_points): exact where the point table would estimate
+    offered_points: tuple[tuple[int, int], dict[int, tuple[str, int]]] | None = None
 
     def stored_findings(self, key: str) -> dict[str, tuple[bool, str | None, str | None]] | None:
         """chunk id -> (material, encoded signal, encoded spans) that ingest stored under risk setting ``key`` (current
@@ -130,7 +133,13 @@ class DealView:
         def build() -> dict[int, tuple[str, int]]:
             step = max(1, window_tokens - overlap_tokens)
             table: dict[int, tuple[str, int]] = {}
+            known: set[str] = set()
+            if self.offered_points is not None and self.offered_points[0] == (window_tokens, overlap_tokens):
+                table = {pid: hit for pid, hit in self.offered_points[1].items() if hit[0] in self.chunks}
+                known = {cid for cid, _w in table.values()}
             for cid, c in self.chunks.items():
+                if cid in known:  # its windows as the ingest wrote them
+                    continue
                 n = 1 + max(0, math.ceil((1.5 * c.token_count - window_tokens) / step))
                 for w, pid in enumerate(point_ints(cid, n)):
                     table[pid] = (cid, w)
@@ -297,6 +306,8 @@ class DealCache:
         paired = pairs(deal_id, gen) if given and pairs is not None else frozenset()
         notes = self._pair_with_vectors(deal_id, chunks, paired)
         view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
+        points = getattr(self.backends, "offered_points", None)
+        view.offered_points = points(deal_id, gen) if given and points is not None else None
         view.load_findings = self._findings(deal_id)
         view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
         evicted: list[DealView] = []

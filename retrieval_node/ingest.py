@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from . import lexical
 from .backends.mem0_registry import LEDGER, ledger_deals
-from .backends.vectors import VectorPoint, point_id
+from .backends.vectors import VectorPoint, point_id, point_ints
 from .errors import BackendError, IntentError, NoInputFiles, StorageFullError, UsageError
 from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory, sha256_hex
 from .precompute import PARTS, findings_of
@@ -109,6 +109,7 @@ class _Pending:
     record: dict[str, Any] = field(default_factory=dict)
     refused: bool = False  # the store refused its write (reported as a rejection)
     written: bool = False  # every write it needed landed
+    windows: int = 0  # its vector points in the index once written (found complete, or written by this ingest)
     memory_id: str | None = None  # its registry memory, when this ingest registered it
 
 
@@ -357,7 +358,7 @@ class Ingestor:
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
 
-    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]], found: dict[str, set[str]]) -> None:
+    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]], found: dict[str, dict[str, int]]) -> None:
         """Hand the store each deal's whole registry listing where this ingest knows it exactly: what Mem0 listed
         before the writes plus the records registered, for a deal every pending chunk of which landed (one refused
         or not attempted: nothing offered, the next view lists Mem0). The first call on the deal then reads no
@@ -375,8 +376,11 @@ class Ingestor:
                 continue
             added = [self.store.registry.written_record(p.memory_id, p.record, p.chunk.content) for p in mine
                      if p.needs_registry and p.memory_id is not None]
-            paired = found.get(deal_id, set()) | {p.chunk.chunk_id for p in mine}
-            offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id), paired)
+            windows = {**found.get(deal_id, {}), **{p.chunk.chunk_id: p.windows for p in mine if p.windows}}
+            rc = self.store.config.retrieval
+            table = {pid: (cid, w) for cid, n in windows.items() for w, pid in enumerate(point_ints(cid, n))}
+            offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id), set(windows) | {p.chunk.chunk_id for p in mine},
+                  ((rc.window_tokens, rc.window_overlap_tokens), table))
 
     def _pattern_entities(self) -> frozenset[str]:
         """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""
@@ -442,7 +446,7 @@ class Ingestor:
     def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]
               ) -> tuple[list[_Pending], int, dict[str, list[Any]], dict[str, set[str]]]:
         """The chunks to write, how many are unchanged, each listed deal's registry records (Mem0's listing), and per
-        deal the chunks of this ingest whose vectors are all in the index under that deal already."""
+        deal the chunks of this ingest whose vectors are all in the index under that deal already (-> their windows)."""
         by_id: dict[str, _Pending] = {}
         unchanged = 0
         for chunk, file, line in chunks:
@@ -475,7 +479,7 @@ class Ingestor:
 
         registered: dict[str, set[str] | BackendError] = {}
         listed: dict[str, list[Any]] = {}
-        found: dict[str, set[str]] = {}
+        found: dict[str, dict[str, int]] = {}
         pending: list[_Pending] = []
         for cid, p in by_id.items():
             payload = stored.get(cid)
@@ -488,7 +492,8 @@ class Ingestor:
                 n = int(payload.get("n_windows", 1))
                 p.needs_vectors = any(point_id(cid, w) not in present_extra for w in range(1, n))
                 if not p.needs_vectors:
-                    found.setdefault(p.chunk.deal_id, set()).add(cid)
+                    found.setdefault(p.chunk.deal_id, {})[cid] = n
+                    p.windows = n
             deal = p.chunk.deal_id
             if deal not in registered:
                 try:
@@ -666,7 +671,7 @@ class Ingestor:
             first.append(vectors[k])
             group: list[VectorPoint] = []
             if p.needs_vectors:
-                n = len(spans)
+                n = p.windows = len(spans)
                 for w, (s, e) in enumerate(spans):
                     payload: dict[str, Any] = {
                         "deal_id": p.record["deal_id"],

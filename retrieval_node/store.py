@@ -178,8 +178,9 @@ class Store:
         self._query_cache_lock = threading.Lock()
         #: the background read of the index files into the page cache (Store.open), None when not warming
         self.page_cache: PageCacheWarmer | None = None
-        #: deal -> (generation, registry records, chunk ids whose vectors it wrote) an ingest in this process offered
-        self._offered: BoundedCache[str, tuple[int, list[Any], frozenset[str]]] = BoundedCache(OFFERED_LISTINGS)
+        #: deal -> (generation, registry records, chunk ids whose vectors it wrote, their point table) an ingest in this
+        #: process offered (offer_listing)
+        self._offered: BoundedCache[str, tuple[int, list[Any], frozenset[str], Any]] = BoundedCache(OFFERED_LISTINGS)
 
     @classmethod
     def open(
@@ -337,15 +338,18 @@ class Store:
                 self._generations[d] = self._generations.get(d, 0) + 1
                 self._offered.pop(d)  # a listing offered before the change is never served
 
-    def offer_listing(self, deal_id: str, records: list[Any], paired: Iterable[str] = ()) -> None:
+    def offer_listing(self, deal_id: str, records: list[Any], paired: Iterable[str] = (),
+                      points: tuple[tuple[int, int], dict[int, tuple[str, int]]] | None = None) -> None:
         """An ingest in this process wrote ``deal_id``'s chunks and knows the deal's whole registry listing (what Mem0
         listed before its writes, plus the records it registered, as :meth:`Mem0Registry.deal_records` would list
         them, in chunk-id order): the deal's next view reads them here instead of listing Mem0 again, while the deal's
         generation is the one current now (any later change to the deal bumps it and the offer is not served).
         ``paired``: the chunk ids whose first vector point the ingest wrote, or found, under this deal (their
-        pairing need not be asked of the index again; the deal's other chunks' is)."""
+        pairing need not be asked of the index again; the deal's other chunks' is). ``points``: ((window_tokens,
+        overlap_tokens), point id -> (chunk id, window)) of every point of those chunks, which a view's point table
+        then need not compute."""
         with self._gen_lock:
-            self._offered.put(deal_id, (self._generations.get(deal_id, 0), list(records), frozenset(paired)))
+            self._offered.put(deal_id, (self._generations.get(deal_id, 0), list(records), frozenset(paired), points))
 
     def offered_listing(self, deal_id: str, generation: int) -> list[Any] | None:
         """The records :meth:`offer_listing` kept for ``deal_id`` at ``generation``, else None (list Mem0)."""
@@ -356,6 +360,11 @@ class Store:
         """The ``paired`` chunk ids of the listing offered for ``deal_id`` at ``generation`` (empty without one)."""
         hit = self._offered.get(deal_id)
         return hit[2] if hit is not None and hit[0] == generation else frozenset()
+
+    def offered_points(self, deal_id: str, generation: int) -> tuple[tuple[int, int], dict[int, tuple[str, int]]] | None:
+        """The ``points`` of the listing offered for ``deal_id`` at ``generation`` (None without)."""
+        hit = self._offered.get(deal_id)
+        return hit[3] if hit is not None and hit[0] == generation else None
 
     def secret(self) -> bytes:
         """The store's secret key, created on first use in ``<home>/secret.key`` (owner-only): it keys the evidence

@@ -246,3 +246,19 @@ def test_the_first_call_after_an_ingest_asks_the_index_only_about_chunks_the_ing
     assert len(asked) == 1 and len(asked[0]) == 2  # the two chunks this ingest did not write were asked about
     assert chunks[1].chunk_id not in {r.chunk_id for r in pkg.ordered_chunks}
     assert any(f.startswith("unpaired_excluded: 1 registered chunk(s)") for f in summary.fallbacks)
+
+
+def test_the_point_table_an_ingest_offers_is_every_point_of_the_deal_in_the_index(store, make_chunk, tmp_path):
+    from retrieval_node.backends.vectors import point_int
+
+    deal = "2026-TEST-0001"
+    chunks = _varied_deal(make_chunk) + [make_chunk(" ".join(["The reserve fund study recommends contributions of $48,000 a year."] * 60),
+                                                    section="RESERVE_FUND_REPORT", role="CONDO_DOCS", page=9)]
+    Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks[:2])])
+    Ingestor(store).ingest([write_jsonl(tmp_path / "b.jsonl", chunks)])  # two found complete, two written now
+    windows_of = {c.chunk_id: int(store.chunks.payloads([point_id(c.chunk_id, 0)])[point_id(c.chunk_id, 0)]["n_windows"]) for c in chunks}
+    assert windows_of[chunks[3].chunk_id] > 1  # the long chunk has several windows
+    rc = store.config.retrieval
+    key, table = store.offered_points(deal, store.generation(deal))
+    assert key == (rc.window_tokens, rc.window_overlap_tokens)
+    assert table == {point_int(cid, w): (cid, w) for cid, n in windows_of.items() for w in range(n)}
