@@ -444,7 +444,7 @@ class Ingestor:
 
     # -- planning --------------------------------------------------------------------
     def _plan(self, chunks: list[tuple[DocumentChunk, str, int]], rejected: list[Rejection]
-              ) -> tuple[list[_Pending], int, dict[str, list[Any]], dict[str, set[str]]]:
+              ) -> tuple[list[_Pending], int, dict[str, list[Any]], dict[str, dict[str, int]]]:
         """The chunks to write, how many are unchanged, each listed deal's registry records (Mem0's listing), and per
         deal the chunks of this ingest whose vectors are all in the index under that deal already (-> their windows)."""
         by_id: dict[str, _Pending] = {}
