@@ -50,8 +50,9 @@ for the investigator / condo / tax profiles: the first call on **every** deal of
 the process yet: what the first call after an ingest pays) is reported apart (p50 / p95, stage means, machine load),
 then the first call of each other agent on the measured deals (timed, reported apart); then ``--warm-calls`` (200)
 warm calls on random (deal, agent). Then ``--fresh-deals`` (3) deals are written into the store one at a time, as the
-fill writes them, and one agent's first call on each is timed right after (what an agent asking soon after an
-ingest pays); they are removed again afterwards, so a reused store keeps its size.
+fill writes them, with the listing offer the product's ingest makes after its writes, and one agent's first call on
+each is timed right after (what an agent asking soon after an ingest in its process pays); they are removed again
+afterwards, so a reused store keeps its size.
 Coverage re-retrieval and the audit write are part of every call. Then the naive path in
 the same process: ``memory.search(query, filters={"user_id": "conv-{deal}", "section_type":
 {"in": [...]}}, top_k=50)`` (includes Mem0's query embedding) followed by a filtered
@@ -554,7 +555,9 @@ def measure_warm(calls: Calls, args: argparse.Namespace, deals: list[str], r: ra
 def measure_fresh(store: Any, filler: Filler, agent: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The first call on a deal written just before it (issue 18's case: an agent asks soon after the deal's ingest).
     ``--fresh-deals`` deals of ``--chunks-per-deal`` chunks are written into the measured store one at a time, as the
-    fill writes (vectors, Mem0 registrations, risk findings, BM25 index), then one agent's first call is timed; the
+    fill writes (vectors, Mem0 registrations, risk findings, BM25 index) and then, as the product's ingest does after
+    its writes, the deal's registry listing, its chunks' pairing and point table are offered to the store
+    (``Store.offer_listing``), then one agent's first call is timed; the
     deals are removed again afterwards (:func:`drop_deal`), so a reused store keeps its size (``removed_again``: both
     shards hold as many points as before, the audit entries of these calls were written before the removal). Their
     audit snapshot files and Mem0 history rows stay (replaying those audits fails: their Mem0 entries are gone). The
