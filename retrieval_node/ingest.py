@@ -343,7 +343,8 @@ class Ingestor:
                 refused = self._write(pending, progress=progress)
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
-            self._offer_listings(pending, listed, found)
+            # the generation each listed deal has now, after this ingest's own bump: the listings are true at it
+            self._offer_listings(pending, listed, found, {d: self.store.generation(d) for d in listed})
         stored = [p for p in pending if not p.refused]
         findings = findings_of(self.store)
         if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
@@ -358,7 +359,8 @@ class Ingestor:
         deals = sorted({p.chunk.deal_id for p in stored})
         return IngestReport(ingested=len(stored), unchanged=unchanged, rejected=rejected + refused, repaired=repaired, deals=deals)
 
-    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]], found: dict[str, dict[str, int]]) -> None:
+    def _offer_listings(self, pending: list[_Pending], listed: dict[str, list[Any]], found: dict[str, dict[str, int]],
+                        generations: dict[str, int]) -> None:
         """Hand the store each deal's whole registry listing where this ingest knows it exactly: what Mem0 listed
         before the writes plus the records registered, for a deal every pending chunk of which landed (one refused
         or not attempted: nothing offered, the next view lists Mem0). The first call on the deal then reads no
@@ -380,7 +382,7 @@ class Ingestor:
             rc = self.store.config.retrieval
             table = {pid: (cid, w) for cid, n in windows.items() for w, pid in enumerate(point_ints(cid, n))}
             offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id), set(windows) | {p.chunk.chunk_id for p in mine},
-                  ((rc.window_tokens, rc.window_overlap_tokens), table))
+                  ((rc.window_tokens, rc.window_overlap_tokens), table), generation=generations[deal_id])
 
     def _pattern_entities(self) -> frozenset[str]:
         """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""

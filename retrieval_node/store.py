@@ -339,7 +339,7 @@ class Store:
                 self._offered.pop(d)  # a listing offered before the change is never served
 
     def offer_listing(self, deal_id: str, records: list[Any], paired: Iterable[str] = (),
-                      points: tuple[tuple[int, int], dict[int, tuple[str, int]]] | None = None) -> None:
+                      points: tuple[tuple[int, int], dict[int, tuple[str, int]]] | None = None, *, generation: int | None = None) -> None:
         """An ingest in this process wrote ``deal_id``'s chunks and knows the deal's whole registry listing (what Mem0
         listed before its writes, plus the records it registered, as :meth:`Mem0Registry.deal_records` would list
         them, in chunk-id order): the deal's next view reads them here instead of listing Mem0 again, while the deal's
@@ -347,9 +347,13 @@ class Store:
         ``paired``: the chunk ids whose first vector point the ingest wrote, or found, under this deal (their
         pairing need not be asked of the index again; the deal's other chunks' is). ``points``: ((window_tokens,
         overlap_tokens), point id -> (chunk id, window)) of every point of those chunks, which a view's point table
-        then need not compute."""
+        then need not compute. ``generation``: the deal's generation the listing is true at (the one the writer's own
+        bump gave); when the deal has moved on since (another change bumped it), nothing is kept."""
         with self._gen_lock:
-            self._offered.put(deal_id, (self._generations.get(deal_id, 0), list(records), frozenset(paired), points))
+            current = self._generations.get(deal_id, 0)
+            if generation is not None and generation != current:
+                return
+            self._offered.put(deal_id, (current, list(records), frozenset(paired), points))
 
     def offered_listing(self, deal_id: str, generation: int) -> list[Any] | None:
         """The records :meth:`offer_listing` kept for ``deal_id`` at ``generation``, else None (list Mem0)."""

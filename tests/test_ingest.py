@@ -262,3 +262,15 @@ def test_the_point_table_an_ingest_offers_is_every_point_of_the_deal_in_the_inde
     key, table = store.offered_points(deal, store.generation(deal))
     assert key == (rc.window_tokens, rc.window_overlap_tokens)
     assert table == {point_int(cid, w): (cid, w) for cid, n in windows_of.items() for w in range(n)}
+
+
+def test_a_listing_offered_for_a_generation_the_deal_has_left_is_not_kept(store, make_chunk, tmp_path):
+    deal = "2026-TEST-0001"
+    Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", _varied_deal(make_chunk))])
+    records = store.registry.deal_records(deal)
+    gen = store.generation(deal)
+    store.bump([deal])  # the deal changed after the listing was read (another writer), before it was offered
+    store.offer_listing(deal, records, generation=gen)
+    assert store.offered_listing(deal, store.generation(deal)) is None and store.offered_listing(deal, gen) is None
+    store.offer_listing(deal, records, generation=store.generation(deal))
+    assert store.offered_listing(deal, store.generation(deal)) == records
