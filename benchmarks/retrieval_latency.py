@@ -354,8 +354,8 @@ def write_deal(store: Any, filler: Filler, d: int, *, findings: Any, entities: f
         section_counts[chunk.section_type.value] += 1
     points.sort(key=lambda p: p.payload["window"] == 0)  # window 0 last, as the ingest writes them
     out = {"generate_s": time.perf_counter() - t, "chunks": len(texts), "vector_points": len(points), "precompute_s": 0.0,
-           "registered": records,
-           "points": {uuid.UUID(str(pt.id)).int: (pt.payload["chunk_id"], int(pt.payload["window"])) for pt in points}}
+           "registered": records,  # what a fresh deal offers the store as ingest does (measure_fresh); the fill does not
+           "points": {uuid.UUID(str(pt.id)).int: (pt.payload["chunk_id"], int(pt.payload["window"])) for pt in points} if fresh else {}}
     t = time.perf_counter()
     for i in range(0, len(points), 1024):
         store.chunks.upsert(points[i:i + 1024])

@@ -67,7 +67,7 @@ class DealView:
     #: the store directory whose per-deal BM25 index (lexical.py) the view may read
     home: Any = None
     #: ((window_tokens, overlap_tokens), point id -> (chunk id, window)) of the points an ingest of this process wrote or
-    #: found for the deal (Store.offered_points): exact where the point table would estimate
+    #: found for the deal (Store.offered): exact where the point table would estimate
     offered_points: tuple[tuple[int, int], dict[int, tuple[str, int]]] | None = None
 
     def stored_findings(self, key: str) -> dict[str, tuple[bool, str | None, str | None]] | None:
@@ -280,10 +280,10 @@ class DealCache:
         """Build the deal's view (the caller holds its loading lock)."""
         # what an ingest in this process wrote and knows to be the deal's whole listing (Store.offer_listing), at this
         # generation; else Mem0's listing. The same checks below run on either.
-        offered = getattr(self.backends, "offered_listing", None)
+        offered = getattr(self.backends, "offered", None)
         given = offered(deal_id, gen) if offered is not None else None
         try:
-            records = given or self.backends.registry.deal_records(deal_id)
+            records = given.records if given is not None else self.backends.registry.deal_records(deal_id)
         except BackendError as exc:
             if fallbacks is None:
                 raise
@@ -302,12 +302,9 @@ class DealCache:
                 continue
             chunks[rec.chunk_id] = rec
         # the chunks whose first vector point the offering ingest wrote or found under this deal are paired already
-        pairs = getattr(self.backends, "offered_pairs", None)
-        paired = pairs(deal_id, gen) if given and pairs is not None else frozenset()
-        notes = self._pair_with_vectors(deal_id, chunks, paired)
+        notes = self._pair_with_vectors(deal_id, chunks, given.paired if given is not None else frozenset())
         view = DealView(deal_id, chunks, rejected, "mem0", time.monotonic(), gen, notes)
-        points = getattr(self.backends, "offered_points", None)
-        view.offered_points = points(deal_id, gen) if given and points is not None else None
+        view.offered_points = given.points if given is not None else None
         view.load_findings = self._findings(deal_id)
         view.home = getattr(self.backends, "home", None) if hasattr(self.backends, "add_close_hook") else None
         evicted: list[DealView] = []

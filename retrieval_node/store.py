@@ -31,6 +31,7 @@ import os
 import threading
 from collections.abc import Iterable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,16 @@ from .tokens import TiktokenCounter, TokenCounter
 
 #: Registry listings an in-process ingest offers are kept for this many deals (the most recent; Store.offer_listing).
 OFFERED_LISTINGS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedListing:
+    """A deal's registry listing as an ingest of this process knows it (:meth:`Store.offer_listing`)."""
+
+    generation: int  # the deal's generation it is true at
+    records: list[Any]  # every registry record of the deal, as Mem0 lists them, in chunk-id order
+    paired: frozenset[str]  # chunk ids whose first vector point the ingest wrote or found under the deal
+    points: tuple[tuple[int, int], dict[int, tuple[str, int]]] | None  # ((window_tokens, overlap), point id -> (chunk, window))
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +189,8 @@ class Store:
         self._query_cache_lock = threading.Lock()
         #: the background read of the index files into the page cache (Store.open), None when not warming
         self.page_cache: PageCacheWarmer | None = None
-        #: deal -> (generation, registry records, chunk ids whose vectors it wrote, their point table) an ingest in this
-        #: process offered (offer_listing)
-        self._offered: BoundedCache[str, tuple[int, list[Any], frozenset[str], Any]] = BoundedCache(OFFERED_LISTINGS)
+        #: deal -> what an ingest in this process offered for its next view (offer_listing)
+        self._offered: BoundedCache[str, OfferedListing] = BoundedCache(OFFERED_LISTINGS)
 
     @classmethod
     def open(
@@ -353,22 +363,12 @@ class Store:
             current = self._generations.get(deal_id, 0)
             if generation is not None and generation != current:
                 return
-            self._offered.put(deal_id, (current, list(records), frozenset(paired), points))
+            self._offered.put(deal_id, OfferedListing(current, list(records), frozenset(paired), points))
 
-    def offered_listing(self, deal_id: str, generation: int) -> list[Any] | None:
-        """The records :meth:`offer_listing` kept for ``deal_id`` at ``generation``, else None (list Mem0)."""
+    def offered(self, deal_id: str, generation: int) -> OfferedListing | None:
+        """What :meth:`offer_listing` kept for ``deal_id``, if it was offered at ``generation``; else None (list Mem0)."""
         hit = self._offered.get(deal_id)
-        return list(hit[1]) if hit is not None and hit[0] == generation else None
-
-    def offered_pairs(self, deal_id: str, generation: int) -> frozenset[str]:
-        """The ``paired`` chunk ids of the listing offered for ``deal_id`` at ``generation`` (empty without one)."""
-        hit = self._offered.get(deal_id)
-        return hit[2] if hit is not None and hit[0] == generation else frozenset()
-
-    def offered_points(self, deal_id: str, generation: int) -> tuple[tuple[int, int], dict[int, tuple[str, int]]] | None:
-        """The ``points`` of the listing offered for ``deal_id`` at ``generation`` (None without)."""
-        hit = self._offered.get(deal_id)
-        return hit[3] if hit is not None and hit[0] == generation else None
+        return hit if hit is not None and hit.generation == generation else None
 
     def secret(self) -> bytes:
         """The store's secret key, created on first use in ``<home>/secret.key`` (owner-only): it keys the evidence

@@ -179,13 +179,13 @@ def _varied_deal(make_chunk):
 def test_the_first_call_after_an_ingest_reads_the_listing_the_ingest_offered_and_it_is_what_mem0_lists(store, make_chunk, tmp_path):
     deal = "2026-TEST-0001"
     Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", _varied_deal(make_chunk))])
-    offered = store.offered_listing(deal, store.generation(deal))
-    assert offered is not None and offered == store.registry.deal_records(deal)  # every field, memory ids included
+    offered = store.offered(deal, store.generation(deal))
+    assert offered is not None and offered.records == store.registry.deal_records(deal)  # every field, memory ids included
     before = _listings(store)
     first = _first_package(store, deal)
     assert _listings(store) == before  # the first call listed nothing from Mem0
     store.bump([deal])  # the offer is stale now: the next view lists Mem0
-    assert store.offered_listing(deal, store.generation(deal)) is None
+    assert store.offered(deal, store.generation(deal)) is None
     assert _first_package(store, deal) == first and _listings(store) == before + 1
 
 
@@ -194,7 +194,7 @@ def test_an_ingest_that_adds_to_a_deal_offers_the_whole_listing_and_a_later_chan
     chunks = _varied_deal(make_chunk)
     Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks[:2])])
     Ingestor(store).ingest([write_jsonl(tmp_path / "b.jsonl", chunks)])  # one new chunk beside two unchanged
-    offered = store.offered_listing(deal, store.generation(deal))
+    offered = store.offered(deal, store.generation(deal)).records
     assert offered == store.registry.deal_records(deal) and len(offered) == 3
     before = _listings(store)
     assert chunks[2].chunk_id in {c for c, _ in _first_package(store, deal)} and _listings(store) == before
@@ -213,7 +213,7 @@ def test_a_deal_whose_ingest_lost_a_write_is_not_offered(store, make_chunk, tmp_
     monkeypatch.setattr(store.registry, "register_chunk", refuses_the_caveat)
     report = Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks)])
     assert report.ingested == 2 and len(report.rejected) == 1
-    assert store.offered_listing(deal, store.generation(deal)) is None
+    assert store.offered(deal, store.generation(deal)) is None
     before = _listings(store)
     assert chunks[2].chunk_id not in {c for c, _ in _first_package(store, deal)} and _listings(store) == before + 1
 
@@ -237,7 +237,7 @@ def test_the_first_call_after_an_ingest_asks_the_index_only_about_chunks_the_ing
     # FAULT INJECTION behind ingest's back: the title page's first vector point is lost
     store.chunks._shard.update(qe.UpdateOperation.delete_points([point_id(chunks[1].chunk_id, 0)]))
     Ingestor(store).ingest([write_jsonl(tmp_path / "b.jsonl", chunks[2:])])  # a new chunk: the deal's listing is offered
-    assert store.offered_listing(deal, store.generation(deal)) is not None
+    assert store.offered(deal, store.generation(deal)) is not None
     from retrieval_node.agent import RetrievalAgent
     from tests.conftest import FULL_TRUST
 
@@ -259,7 +259,7 @@ def test_the_point_table_an_ingest_offers_is_every_point_of_the_deal_in_the_inde
     windows_of = {c.chunk_id: int(store.chunks.payloads([point_id(c.chunk_id, 0)])[point_id(c.chunk_id, 0)]["n_windows"]) for c in chunks}
     assert windows_of[chunks[3].chunk_id] > 1  # the long chunk has several windows
     rc = store.config.retrieval
-    key, table = store.offered_points(deal, store.generation(deal))
+    key, table = store.offered(deal, store.generation(deal)).points
     assert key == (rc.window_tokens, rc.window_overlap_tokens)
     assert table == {point_int(cid, w): (cid, w) for cid, n in windows_of.items() for w in range(n)}
 
@@ -271,6 +271,6 @@ def test_a_listing_offered_for_a_generation_the_deal_has_left_is_not_kept(store,
     gen = store.generation(deal)
     store.bump([deal])  # the deal changed after the listing was read (another writer), before it was offered
     store.offer_listing(deal, records, generation=gen)
-    assert store.offered_listing(deal, store.generation(deal)) is None and store.offered_listing(deal, gen) is None
+    assert store.offered(deal, store.generation(deal)) is None and store.offered(deal, gen) is None
     store.offer_listing(deal, records, generation=store.generation(deal))
-    assert store.offered_listing(deal, store.generation(deal)) == records
+    assert store.offered(deal, store.generation(deal)).records == records

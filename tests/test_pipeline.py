@@ -222,7 +222,7 @@ def test_mem0_down_gives_vector_only_package(pipe_store, node_config):
     store, _ = pipe_store
     real = store.registry
     sync = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"audit_write": "sync"})})
-    offered = store.offered_listing(DEAL, store.generation(DEAL))
+    offered = store.offered(DEAL, store.generation(DEAL))
     store.registry = FailingRegistry(real)
     try:
         # the listing this module's ingest offered (no test before bumps DEAL) needs no Mem0: the structure is exact
