@@ -23,11 +23,15 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    title, or an annex's, exhibit's, schedule's or appendix's: a chunk that opens with a heading sits under it); a
    concept marked ``leads`` (the consequences of a breach) replaces the other concepts named; neighbour smoothing
    ``s_i + 0.4·max(s_{i-1}, s_{i+1})`` in reading order (answers run over consecutive chunks); table-of-contents
-   chunks last. Unrouted, the same over the whole deal (dense top windows of the deal, deal-wide BM25, one
-   normalisation unit), plus **document evidence**: a chunk gains ``DOCUMENT_WEIGHT`` x its document's match of the
-   question's words in document names and of its proper nouns (parties, years) in document openings
-   (:meth:`~retrieval_node.routing.DocumentRouter.evidence`, 0..1), so a question naming "the NDA between CopAcc and
-   ToP Mentors" still favours that NDA's clauses when nothing is routed (a clause chunk never repeats the parties).
+   chunks last; then **passage growth** (:func:`grow_passages`): the first ``GROW_DEPTH`` places are filled one at a
+   time, and a chunk placed lifts each unplaced reading-order neighbour under the same section heading towards its
+   own score (``s_j + GROW·(s_i − s_j)``): an answer runs on past the chunk that matched best, inside its section,
+   before a weaker match elsewhere comes in (the best chunk keeps the first place). Unrouted, the same over the whole
+   deal (dense top windows of the deal, deal-wide BM25, one normalisation unit), plus **document evidence**: a chunk
+   gains ``DOCUMENT_WEIGHT`` x its document's match of the question's words in document names and of its proper
+   nouns (parties, years) in document openings (:meth:`~retrieval_node.routing.DocumentRouter.evidence`, 0..1), so a
+   question naming "the NDA between CopAcc and ToP Mentors" still favours that NDA's clauses when nothing is routed
+   (a clause chunk never repeats the parties).
 4. The ranked :class:`~retrieval_node.values.Scored` list goes to the packager like any other: a question's chunks
    carry no risk kinds while they are selected (the package is filled by relevance, not risk first);
    :meth:`QuestionStage.annotate` then screens what was packed, so the package's risk summary still reports any
@@ -70,6 +74,10 @@ DEFAULT_QUESTION_BUDGET = 2000
 LEXICAL_WEIGHT = 0.5
 #: Neighbour smoothing λ.
 SMOOTH = 0.4
+#: Passage growth: a placed chunk lifts an unplaced neighbour in its section this share of the way to its own score ...
+GROW = 0.4
+#: ... while the first this many places are filled (a 2k-token package holds ~16 chunks of 500 characters).
+GROW_DEPTH = 32
 #: Added to the fused score of a chunk that defines a term the question quotes.
 DEFINE_BOOST = 1.0
 #: A long definition: the chunks it runs on into gain this share of ``DEFINE_BOOST`` (at most ``DEFINE_REACH`` of them).
@@ -475,6 +483,8 @@ class QuestionSettings:
     define_reach: int = 15
     unrouted_windows: int = UNROUTED_WINDOWS
     max_ranked: int = MAX_RANKED
+    grow: float = GROW
+    grow_depth: int = GROW_DEPTH
 
 
 class QuestionStage:
@@ -631,9 +641,12 @@ class QuestionStage:
             final[a:b] = _smooth(fused, st.smooth, [x - a for x in offsets if a < x < b])
         if st.toc_last:
             final = np.where(toc, -1.0 + 0.001 * final, final)
+        flat = [(d, i) for d, pos in segments for i in pos]
+        if st.grow and st.grow_depth:
+            sections = [index.docs[d].paths[i] for d, i in flat]
+            final = grow_passages(final, [x for x in offsets[1:-1]], sections, toc, lift=st.grow, depth=st.grow_depth)
         combined = _unit(final)
         order = np.lexsort((np.arange(len(ids)), -final))[: st.max_ranked]
-        flat = [(d, i) for d, pos in segments for i in pos]
         scored = []
         for k in order:
             d, i = flat[k]
@@ -682,6 +695,38 @@ def _smooth(scores: np.ndarray, lam: float, breaks: Sequence[int]) -> np.ndarray
     return s + lam * np.maximum(left, right)
 
 
+def grow_passages(scores: np.ndarray, breaks: Sequence[int], sections: Sequence[str], toc: np.ndarray, *, lift: float,
+                  depth: int) -> np.ndarray:
+    """The scores with the first ``depth`` places filled one at a time: the best unplaced chunk (ties: reading order)
+    is placed, and each unplaced neighbour of it in reading order, under the same non-empty section heading, in the
+    same document (``breaks``: the positions where a new document starts), not a table of contents, is lifted to
+    ``s_j + lift·(s_i − s_j)`` when the placed chunk's own score ``s_i`` is higher (the largest lift counts).
+
+    A lift never exceeds the score of the chunk that gave it and every chunk still unplaced scored at most that, so
+    the placed chunks' scores fall in the order they were placed: sorting by the returned scores gives that order.
+    The best chunk keeps the first place; past the first ``depth`` places the order is by score again (a chunk lifted
+    but not placed keeps its lift, at most the last placed chunk's score).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    n = s.size
+    out = s.copy()
+    if not lift or not depth or n < 2:
+        return out
+    starts = set(breaks)
+    placed = np.zeros(n, dtype=bool)
+    for _ in range(min(depth, n)):
+        i = int(np.argmax(np.where(placed, -np.inf, out)))
+        placed[i] = True
+        for j in (i - 1, i + 1):
+            if not 0 <= j < n or placed[j] or toc[j] or not sections[i] or sections[j] != sections[i]:
+                continue
+            if max(i, j) in starts:  # j and i sit in different documents
+                continue
+            if s[i] > s[j]:
+                out[j] = max(out[j], s[j] + lift * (s[i] - s[j]))
+    return out
+
+
 def _unit(final: np.ndarray) -> np.ndarray:
     """Scores mapped into [0, 1] keeping their order (the packager's ``combined``)."""
     return minmax(final) if final.size else final
@@ -695,6 +740,7 @@ __all__ = [
     "QuestionResult",
     "QuestionSettings",
     "QuestionStage",
+    "grow_passages",
     "match_concepts",
     "parse_question",
     "question_intent",

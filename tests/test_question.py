@@ -9,6 +9,8 @@ import contextlib
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.config import Glossary, GlossaryConcept
@@ -497,6 +499,123 @@ def test_a_question_that_only_mentions_a_breach_keeps_its_own_concept(deal):
     assert match_concepts("What happens to the reserve fund at closing?", glossary) == ("reserve_fund",)
     # naming both, the consequences lead: the deposit is named by the question's own words
     assert match_concepts("What are the remedies if the Seller defaults on the deposit?", glossary) == ("breach_consequences",)
+
+
+# --------------------------------------------------------------------------- passage growth
+
+
+def _grow(scores, sections, *, breaks=(), toc=None, lift=0.4, depth=32):
+    import numpy as np
+
+    from retrieval_node.question import grow_passages
+
+    toc = np.zeros(len(scores), dtype=bool) if toc is None else np.asarray(toc, dtype=bool)
+    return grow_passages(np.asarray(scores, dtype=float), list(breaks), sections, toc, lift=lift, depth=depth)
+
+
+def _order(scores):
+    import numpy as np
+
+    return [int(i) for i in np.lexsort((np.arange(len(scores)), -np.asarray(scores)))]
+
+
+def test_passage_growth_ranks_a_sections_continuation_before_a_weaker_match_elsewhere():
+    """The best chunk's section runs on into its next chunk: that chunk comes before a chunk of another section
+    that matched a little better on its own; the best chunk keeps the first place."""
+    scores = [0.1, 1.0, 0.5, 0.55, 0.2]
+    sections = ["Definitions", "No Solicitation", "No Solicitation", "Notices", "Notices"]
+    assert _order(scores) == [1, 3, 2, 4, 0]
+    grown = _grow(scores, sections)
+    assert _order(grown) == [1, 2, 3, 4, 0]
+    assert grown[2] == pytest.approx(0.5 + 0.4 * (1.0 - 0.5)) and grown[1] == 1.0
+    assert list(_grow(scores, sections, lift=0.0)) == scores  # off: the scores as they were
+
+
+@pytest.mark.parametrize("case", ["other section", "no section", "other document", "table of contents"])
+def test_passage_growth_stops_at_a_section_a_document_or_a_table_of_contents(case):
+    """Only a neighbour under the same (named) section heading of the same document is lifted; a table of contents
+    never is."""
+    scores = [1.0, 0.5, 0.55]
+    sections = ["No Solicitation", "No Solicitation", "Notices"]
+    kwargs = {}
+    if case == "other section":
+        sections[1] = "Termination"
+    elif case == "no section":
+        sections[0] = sections[1] = ""
+    elif case == "other document":
+        kwargs["breaks"] = [1]
+    else:
+        kwargs["toc"] = [False, True, False]
+    assert list(_grow(scores, sections, **kwargs)) == scores
+
+
+def test_passage_growth_runs_on_chunk_by_chunk_and_only_over_its_depth():
+    """A lifted chunk once placed lifts the next one (the passage grows), each time from its own score; past
+    ``depth`` places nothing is lifted."""
+    scores = [1.0, 0.4, 0.3, 0.6, 0.5]
+    sections = ["Conditions"] * 3 + ["Covenants"] * 2
+    grown = _grow(scores, sections)
+    assert grown[1] == pytest.approx(0.4 + 0.4 * 0.6) and grown[2] == pytest.approx(0.3 + 0.4 * 0.1)
+    assert _order(grown) == [0, 1, 3, 4, 2]
+    assert list(_grow(scores, sections, depth=1))[2] == 0.3  # only chunk 0 placed: 1 lifted, 2 not yet
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1.0, 2.0), st.sampled_from(["", "A", "B"]), st.booleans()), min_size=1, max_size=30),
+       st.floats(0.0, 1.0), st.integers(0, 40))
+def test_passage_growth_keeps_the_first_place_and_lifts_only_towards_a_placed_neighbour(rows, lift, depth):
+    """Whatever the scores and sections: no score falls, the best chunk stays first, every lift stays at or below the
+    own score of a neighbour in the same section, and sorting by the grown scores is the order the chunks were
+    placed in (the packager sorts by them)."""
+    import numpy as np
+
+    scores = [r[0] for r in rows]
+    sections = [r[1] for r in rows]
+    toc = [r[2] for r in rows]
+    grown = _grow(scores, sections, toc=toc, lift=lift, depth=depth)
+    assert all(g >= s for g, s in zip(grown, scores, strict=True))
+    assert _order(grown)[0] == _order(scores)[0]
+    for j, (g, s) in enumerate(zip(grown, scores, strict=True)):
+        if g > s:
+            assert not toc[j] and sections[j]
+            assert any(0 <= i < len(scores) and sections[i] == sections[j] and scores[i] >= g for i in (j - 1, j + 1))
+    # replay the greedy placement and compare with the sort
+    out, placed, order = np.array(scores, dtype=float), np.zeros(len(scores), dtype=bool), []
+    for _ in range(min(depth, len(scores)) if lift else 0):
+        i = int(np.argmax(np.where(placed, -np.inf, out)))
+        placed[i] = True
+        order.append(i)
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(scores) and not placed[j] and not toc[j] and sections[i] and sections[j] == sections[i] and scores[i] > scores[j]:
+                out[j] = max(out[j], scores[j] + lift * (scores[i] - scores[j]))
+    assert _order(grown)[: len(order)] == order
+
+
+def test_a_question_reads_on_into_the_rest_of_the_clause_it_found(deal, store, make_chunk, tmp_path):
+    """A clause cut over several chunks: the chunk that matches the question comes first, and the clause's next
+    chunk (which repeats none of the question's words) comes before a chunk of another section that shares them."""
+    from dataclasses import replace
+
+    doc = f"{DEAL}/share_purchase_agreement.pdf"
+    pages = [
+        "ARTICLE 5 COVENANTS\nSection 5.1 Access. The Vendor gives the Purchaser access to the books and records of the Company.",
+        "Section 5.2 No Solicitation. From signing until Closing the Vendor shall not solicit, initiate or encourage any "
+        "offer from a third party to acquire the shares or the assets of the Company,",
+        "nor furnish any information to, or enter into discussions or any agreement with, any person in respect of such "
+        "an offer, and shall end any discussions already under way.",
+        "Section 5.3 Notices of Offers. The Purchaser may solicit offers for its own shares and shall notify the Vendor of any offer received.",
+    ]
+    _add_document(store, make_chunk, tmp_path, doc, pages)
+    question = "Consider the share purchase agreement; may the Vendor solicit offers from a third party?"
+    stage = deal.pipeline.questions
+    ranked = [s.chunk.content for s in deal.rank_question(DEAL, question).scored]
+    assert ranked[0] == pages[1] and ranked[1] == pages[2]
+    stage.settings = replace(stage.settings, grow=0.0)
+    try:  # without growth the other section's chunk, which shares the question's words, comes before the clause's end
+        plain = [s.chunk.content for s in deal.rank_question(DEAL, question).scored]
+        assert plain[0] == pages[1] and plain.index(pages[3]) < plain.index(pages[2])
+    finally:
+        stage.settings = replace(stage.settings, grow=0.4)
 
 
 def _add_document(store, make_chunk, tmp_path, document_id, pages, *, role="OTHER", section="GENERAL"):
