@@ -25,8 +25,9 @@ chunk a crash left half-written, so a killed ingest never leaves a chunk visible
 with missing parts.
 
 Throughput: windows are embedded in batches on the calling thread while a
-writer thread stores the previous batch (the stores' commits wait on disk, the
-model on the CPU), so the registry costs little on top of embedding.
+writer thread stores the previous batch and computes its chunks' risk findings
+(the stores' commits wait on disk; the model releases the GIL while it runs), so
+the registry and the precomputation cost little on top of embedding.
 """
 
 from __future__ import annotations
@@ -339,16 +340,19 @@ class Ingestor:
         rejected = list(rejected or [])
         with self._lock:
             pending, unchanged, listed, found = self._plan(chunks, rejected)
+            # query-independent work, once: each chunk's risk findings (precompute.py), computed by the writer thread
+            # batch by batch as the batches are stored, while the model embeds the next batch
+            later: list[BaseException] = []
+            after = self._findings_writer(later) if pending else None
             try:
-                refused = self._write(pending, progress=progress)
+                refused = self._write(pending, progress=progress, after=after)
             finally:
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
             # the generation each listed deal has now, after this ingest's own bump: the listings are true at it
             self._offer_listings(pending, listed, found, {d: self.store.generation(d) for d in listed})
+        if later:  # every chunk is stored; what failed is the precomputation a first call would otherwise do itself
+            raise later[0]
         stored = [p for p in pending if not p.refused]
-        findings = findings_of(self.store)
-        if findings is not None and stored:  # query-independent work, once: each chunk's risk findings (precompute.py)
-            findings.compute(((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in stored), self._pattern_entities())
         for deal_id in sorted({p.chunk.deal_id for p in stored}):  # and each changed deal's BM25 index (lexical.py)
             self.save_lexical(deal_id)
         if any(p.needs_vectors for p in stored):  # the model is loaded: the first retrieve after this ingest needs it not
@@ -383,6 +387,24 @@ class Ingestor:
             table = {pid: (cid, w) for cid, n in windows.items() for w, pid in enumerate(point_ints(cid, n))}
             offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id), set(windows) | {p.chunk.chunk_id for p in mine},
                   ((rc.window_tokens, rc.window_overlap_tokens), table), generation=generations[deal_id])
+
+    def _findings_writer(self, failed: list[BaseException]) -> Callable[[list[_Pending]], None] | None:
+        """What the writer thread calls with each stored batch: compute and keep its chunks' findings (None: the store
+        keeps none). A failure goes to ``failed`` (raised once the writes are over) and stops the later batches'."""
+        findings = findings_of(self.store)
+        if findings is None:
+            return None
+        entities = self._pattern_entities()
+
+        def compute(written: list[_Pending]) -> None:
+            if failed:
+                return
+            try:
+                findings.compute(((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in written), entities)
+            except Exception as exc:
+                failed.append(exc)
+
+        return compute
 
     def _pattern_entities(self) -> frozenset[str]:
         """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""
@@ -540,8 +562,9 @@ class Ingestor:
             "ingested_at_ts": ingested_at.timestamp(),
         }
 
-    def _write(self, pending: list[_Pending], *, progress: bool) -> list[Rejection]:
-        """Embed and store ``pending``; returns a rejection for each chunk the store refused.
+    def _write(self, pending: list[_Pending], *, progress: bool, after: Callable[[list[_Pending]], None] | None = None) -> list[Rejection]:
+        """Embed and store ``pending``; returns a rejection for each chunk the store refused. ``after`` is called on the
+        writer thread with each batch's chunks once they are stored (the model embeds the next batch meanwhile).
 
         One chunk's failed write never stops the others: a failed batch upsert is retried chunk by chunk to
         find the chunk at fault, and a refused registry write is reported for its chunk only. After
@@ -614,6 +637,8 @@ class Ingestor:
                     continue
                 try:
                     store_batch(*item)
+                    if after is not None:
+                        after([p for p in item[0] if p.written])
                 except BaseException as exc:  # surfaced on the calling thread below
                     failure.append(exc)
 

@@ -274,3 +274,68 @@ def test_a_listing_offered_for_a_generation_the_deal_has_left_is_not_kept(store,
     assert store.offered(deal, store.generation(deal)) is None and store.offered(deal, gen) is None
     store.offer_listing(deal, records, generation=store.generation(deal))
     assert store.offered(deal, store.generation(deal)).records == records
+
+
+# -- risk findings computed by the writer thread, batch by batch -------------------------------------------------
+
+def test_findings_are_kept_for_every_stored_chunk_of_every_batch_and_for_no_refused_one(tmp_path, make_chunk, embedder, monkeypatch):
+    """Ingest computes each chunk's findings once its batch is stored (on the writer thread, while the model embeds the
+    next batch): over several batches every stored chunk has them under every setting, exactly what the risk module
+    computes, and a chunk the store refused has none."""
+    from retrieval_node.config import load_config
+    from retrieval_node.precompute import SHORTFALL_RATIO, decode_signal, findings_of
+    from retrieval_node.risk import risk_signal
+    from retrieval_node.store import Store
+
+    texts = [LIEN, "Certificate of Title. Registered owner: Jane Doe.", "Caveat 241 339 812 re purchaser's interest, filed 2024/06/12.",
+             "Tax certificate: arrears of $3,412.18 for 2025 remain unpaid.", "Tax certificate: balance owing $0.00; no arrears."]
+    chunks = [make_chunk(t, page=i + 1) for i, t in enumerate(texts * 2)]
+    chunks = list({c.chunk_id: c for c in chunks}.values())
+    refused_id = chunks[3].chunk_id
+    config = load_config(environ={"RETRIEVAL_NODE_EMBEDDING_CALL_WINDOWS": "2", "RETRIEVAL_NODE_EMBEDDING_BATCH_SIZE": "2"})
+    with Store.open(tmp_path / "store", config=config, embedder=embedder) as st:
+        real = st.registry.register_chunk
+
+        def refuses_one(record, content, vector):  # FAULT INJECTION: Mem0 refuses one registration
+            if record["chunk_id"] == refused_id:
+                raise OSError("injected fault: registry write refused")
+            return real(record, content, vector)
+
+        monkeypatch.setattr(st.registry, "register_chunk", refuses_one)
+        batches: list[int] = []
+        found = findings_of(st)
+        compute = type(found).compute
+
+        def spy(rows, *args, **kwargs):  # a spy, not a fake: the real computation runs; only the calls are counted
+            batches.append(1)
+            return compute(found, rows, *args, **kwargs)
+
+        monkeypatch.setattr(found, "compute", spy)
+        report = Ingestor(st).ingest([write_jsonl(tmp_path / "c.jsonl", chunks)])
+        assert report.ingested == len(chunks) - 1 and len(report.rejected) == 1
+        assert len(batches) >= 2  # computed batch by batch, not once at the end
+        stored = found.deal("2026-TEST-0001")
+        for s in found.settings:
+            assert set(stored[s.key]) == {c.chunk_id for c in chunks} - {refused_id}
+            for c in chunks:
+                if c.chunk_id != refused_id:
+                    assert decode_signal(stored[s.key][c.chunk_id][1]) == risk_signal(c.content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
+
+
+def test_a_failed_precomputation_is_raised_after_every_chunk_is_stored(store, make_chunk, tmp_path, monkeypatch):
+    """The findings are a cache of what a first call would compute: when computing them fails, every chunk is still
+    stored and registered, the deal still answers, and the error reaches the caller (nothing is silently skipped)."""
+    from retrieval_node.precompute import findings_of
+
+    found = findings_of(store)
+
+    def broken(*_a, **_k):  # FAULT INJECTION: the findings file cannot be written
+        raise OSError("injected fault: findings not written")
+
+    monkeypatch.setattr(found, "compute", broken)
+    chunks = _varied_deal(make_chunk)
+    with pytest.raises(OSError, match="findings not written"):
+        Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks)])
+    assert {r.chunk_id for r in store.registry.deal_records("2026-TEST-0001")} == {c.chunk_id for c in chunks}
+    monkeypatch.undo()
+    assert LIEN in {content for _cid, content in _first_package(store, "2026-TEST-0001")}
