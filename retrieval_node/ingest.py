@@ -25,9 +25,10 @@ chunk a crash left half-written, so a killed ingest never leaves a chunk visible
 with missing parts.
 
 Throughput: windows are embedded in batches on the calling thread while a
-writer thread stores the previous batch and computes its chunks' risk findings
-(the stores' commits wait on disk; the model releases the GIL while it runs), so
-the registry and the precomputation cost little on top of embedding.
+writer thread stores the previous batch (the stores' commits wait on disk), and
+a worker thread works out each batch's risk findings while the model embeds it
+(the model releases the GIL while it runs), so the registry and the
+precomputation cost little on top of embedding.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import reprlib
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +55,7 @@ from .backends.mem0_registry import LEDGER, ledger_deals
 from .backends.vectors import VectorPoint, point_id, point_ints
 from .errors import BackendError, IntentError, NoInputFiles, StorageFullError, UsageError
 from .models import MAX_METADATA_DEPTH, DocumentChunk, PatternMemory, sha256_hex
-from .precompute import PARTS, findings_of
+from .precompute import PARTS, ChunkFindings, ComputedRows, findings_of
 from .query_cache import profile_query_texts
 from .store import Store
 
@@ -306,6 +308,42 @@ def read_chunks(path: Path, *, count_tokens: Callable[[str], int] | None = None)
             yield line_no, parse_chunk_line(stripped, file=name, line=line_no, count_tokens=count_tokens)
 
 
+class _BatchFindings:
+    """Ingest's precomputation of risk findings (:mod:`~retrieval_node.precompute`), batch by batch: a worker thread
+    works a batch out while the model embeds it (the model releases the GIL while it runs), and the writer keeps the
+    rows of the chunks the batch stored (a refused chunk gets none). A failure stops the later batches' and is raised
+    by the ingest once every chunk is stored."""
+
+    def __init__(self, findings: ChunkFindings, entities: frozenset[str]) -> None:
+        self.findings = findings
+        self.entities = entities
+        self.failed: list[BaseException] = []
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrieval-node-ingest-findings")
+
+    @classmethod
+    def of(cls, ingestor: Ingestor) -> _BatchFindings | None:
+        findings = findings_of(ingestor.store)
+        return None if findings is None else cls(findings, ingestor._pattern_entities())
+
+    def start(self, batch: list[_Pending]) -> Future[ComputedRows] | None:
+        """Work ``batch`` out on the worker thread (nothing after a failure)."""
+        if self.failed:
+            return None
+        return self._pool.submit(self.findings.work_out, [(p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in batch], self.entities)
+
+    def keep(self, worked_out: Future[ComputedRows] | None, stored: list[_Pending]) -> None:
+        """Keep what was worked out for the chunks of its batch that were ``stored`` (the writer thread calls it)."""
+        if worked_out is None or self.failed:
+            return
+        try:
+            self.findings.keep(worked_out.result(), [p.chunk.chunk_id for p in stored])
+        except Exception as exc:
+            self.failed.append(exc)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 class Ingestor:
     """Ingest Stage-0 chunk files into a :class:`Store`.
 
@@ -340,18 +378,19 @@ class Ingestor:
         rejected = list(rejected or [])
         with self._lock:
             pending, unchanged, listed, found = self._plan(chunks, rejected)
-            # query-independent work, once: each chunk's risk findings (precompute.py), computed by the writer thread
-            # batch by batch as the batches are stored, while the model embeds the next batch
-            later: list[BaseException] = []
-            after = self._findings_writer(later) if pending else None
+            # query-independent work, once: each chunk's risk findings (precompute.py), worked out batch by batch
+            # beside the model and kept for the chunks each batch stored
+            findings = _BatchFindings.of(self) if pending else None
             try:
-                refused = self._write(pending, progress=progress, after=after)
+                refused = self._write(pending, progress=progress, findings=findings)
             finally:
+                if findings is not None:
+                    findings.close()
                 self.store.bump(sorted({p.chunk.deal_id for p in pending}))  # some may have landed before an error
             # the generation each listed deal has now, after this ingest's own bump: the listings are true at it
             self._offer_listings(pending, listed, found, {d: self.store.generation(d) for d in listed})
-        if later:  # every chunk is stored; what failed is the precomputation a first call would otherwise do itself
-            raise later[0]
+        if findings is not None and findings.failed:  # every chunk is stored; what failed is the precomputation a first
+            raise findings.failed[0]  # call would otherwise do itself
         stored = [p for p in pending if not p.refused]
         for deal_id in sorted({p.chunk.deal_id for p in stored}):  # and each changed deal's BM25 index (lexical.py)
             self.save_lexical(deal_id)
@@ -387,24 +426,6 @@ class Ingestor:
             table = {pid: (cid, w) for cid, n in windows.items() for w, pid in enumerate(point_ints(cid, n))}
             offer(deal_id, sorted([*before, *added], key=lambda r: r.chunk_id), set(windows) | {p.chunk.chunk_id for p in mine},
                   ((rc.window_tokens, rc.window_overlap_tokens), table), generation=generations[deal_id])
-
-    def _findings_writer(self, failed: list[BaseException]) -> Callable[[list[_Pending]], None] | None:
-        """What the writer thread calls with each stored batch: compute and keep its chunks' findings (None: the store
-        keeps none). A failure goes to ``failed`` (raised once the writes are over) and stops the later batches'."""
-        findings = findings_of(self.store)
-        if findings is None:
-            return None
-        entities = self._pattern_entities()
-
-        def compute(written: list[_Pending]) -> None:
-            if failed:
-                return
-            try:
-                findings.compute(((p.chunk.deal_id, p.chunk.chunk_id, p.chunk.content) for p in written), entities)
-            except Exception as exc:
-                failed.append(exc)
-
-        return compute
 
     def _pattern_entities(self) -> frozenset[str]:
         """The entities of the store's institutional patterns (whose mentions ingest keeps; none when they cannot be read)."""
@@ -562,9 +583,9 @@ class Ingestor:
             "ingested_at_ts": ingested_at.timestamp(),
         }
 
-    def _write(self, pending: list[_Pending], *, progress: bool, after: Callable[[list[_Pending]], None] | None = None) -> list[Rejection]:
-        """Embed and store ``pending``; returns a rejection for each chunk the store refused. ``after`` is called on the
-        writer thread with each batch's chunks once they are stored (the model embeds the next batch meanwhile).
+    def _write(self, pending: list[_Pending], *, progress: bool, findings: _BatchFindings | None = None) -> list[Rejection]:
+        """Embed and store ``pending``; returns a rejection for each chunk the store refused. ``findings``: each batch's
+        risk findings are worked out while the model embeds it and kept by the writer for the chunks it stored.
 
         One chunk's failed write never stops the others: a failed batch upsert is retried chunk by chunk to
         find the chunk at fault, and a refused registry write is reported for its chunk only. After
@@ -635,10 +656,11 @@ class Ingestor:
                     return
                 if failure or streak[0] >= MAX_CONSECUTIVE_WRITE_FAILURES:
                     continue
+                embedded, worked_out = item
                 try:
-                    store_batch(*item)
-                    if after is not None:
-                        after([p for p in item[0] if p.written])
+                    store_batch(*embedded)
+                    if findings is not None:
+                        findings.keep(worked_out, [p for p in embedded[0] if p.written])
                 except BaseException as exc:  # surfaced on the calling thread below
                     failure.append(exc)
 
@@ -663,11 +685,13 @@ class Ingestor:
                 texts.extend(p.chunk.content[s:e] for s, e in spans)
                 if len(texts) >= window_budget:
                     check_space()
-                    work.put(self._embed_batch(batch, spans_of, texts))
+                    worked_out = findings.start(batch) if findings is not None else None
+                    work.put((self._embed_batch(batch, spans_of, texts), worked_out))
                     batch, texts, spans_of = [], [], []
             if batch and not failure:
                 check_space()
-                work.put(self._embed_batch(batch, spans_of, texts))
+                worked_out = findings.start(batch) if findings is not None else None
+                work.put((self._embed_batch(batch, spans_of, texts), worked_out))
         finally:
             work.put(None)
             thread.join()

@@ -140,6 +140,16 @@ def decode_signal(raw: str | None) -> RiskSignal:
     return RiskSignal(score=score, kinds=tuple(kinds), numeric=tuple(numeric), risk_terms=tuple(risk_terms), benign_terms=tuple(benign_terms))
 
 
+@dataclass(frozen=True, slots=True)
+class ComputedRows:
+    """Rows :meth:`ChunkFindings.work_out` computed for some chunks, not yet written (each row's third field is the
+    chunk id)."""
+
+    findings: list[tuple[Any, ...]]
+    mentions: list[tuple[Any, ...]]
+    bodies: list[tuple[Any, ...]]
+
+
 class ChunkFindings:
     """``<store>/chunk_findings.db``: (fingerprint, deal, chunk, setting) -> the chunk's risk signal."""
 
@@ -164,6 +174,12 @@ class ChunkFindings:
         """Compute and keep, for each ``(deal id, chunk id, content)``, the ``parts`` asked (:data:`PARTS`): its findings
         under every setting, which of ``entities`` (the pattern entities of the store) it names, its body token count;
         returns the finding rows written."""
+        return self.keep(self.work_out(chunks, entities, parts))
+
+    def work_out(self, chunks: Iterable[tuple[str, str, str]], entities: frozenset[str] = frozenset(),
+                 parts: frozenset[str] = PARTS) -> ComputedRows:
+        """What :meth:`compute` keeps, computed and not written (no lock, nothing touched on disk): ingest works out a
+        batch while the model embeds it and keeps the rows of the chunks that were then stored (:meth:`keep`)."""
         rows = []
         named = []
         bodies = []
@@ -182,6 +198,17 @@ class ChunkFindings:
                     spans = json.dumps({str(n): best_risk_span(content, s.lexicon, s.domains, max_chars=n, shortfall_ratio=SHORTFALL_RATIO)
                                         for n in s.excerpt_chars}, separators=(",", ":"))
                 rows.append((self.fingerprint, deal_id, chunk_id, s.key, int(sig.material), encode_signal(sig), spans))
+        return ComputedRows(rows, named, bodies)
+
+    def keep(self, computed: ComputedRows, chunk_ids: Iterable[str] | None = None) -> int:
+        """Write what :meth:`work_out` computed (only the rows of ``chunk_ids`` when given); returns the finding rows
+        written."""
+        rows, named, bodies = computed.findings, computed.mentions, computed.bodies
+        if chunk_ids is not None:
+            keep = set(chunk_ids)
+            rows = [r for r in rows if r[2] in keep]
+            named = [r for r in named if r[2] in keep]
+            bodies = [r for r in bodies if r[2] in keep]
         with self._lock:
             if self._conn is None:
                 return 0

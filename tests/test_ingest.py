@@ -279,9 +279,9 @@ def test_a_listing_offered_for_a_generation_the_deal_has_left_is_not_kept(store,
 # -- risk findings computed by the writer thread, batch by batch -------------------------------------------------
 
 def test_findings_are_kept_for_every_stored_chunk_of_every_batch_and_for_no_refused_one(tmp_path, make_chunk, embedder, monkeypatch):
-    """Ingest computes each chunk's findings once its batch is stored (on the writer thread, while the model embeds the
-    next batch): over several batches every stored chunk has them under every setting, exactly what the risk module
-    computes, and a chunk the store refused has none."""
+    """Ingest works each batch's findings out while the model embeds it and keeps them once the batch is stored: over
+    several batches every stored chunk has them under every setting, exactly what the risk module computes, and a
+    chunk the store refused has none."""
     from retrieval_node.config import load_config
     from retrieval_node.precompute import SHORTFALL_RATIO, decode_signal, findings_of
     from retrieval_node.risk import risk_signal
@@ -304,13 +304,13 @@ def test_findings_are_kept_for_every_stored_chunk_of_every_batch_and_for_no_refu
         monkeypatch.setattr(st.registry, "register_chunk", refuses_one)
         batches: list[int] = []
         found = findings_of(st)
-        compute = type(found).compute
+        keep = type(found).keep
 
-        def spy(rows, *args, **kwargs):  # a spy, not a fake: the real computation runs; only the calls are counted
+        def spy(rows, *args, **kwargs):  # a spy, not a fake: the real rows are kept; only the calls are counted
             batches.append(1)
-            return compute(found, rows, *args, **kwargs)
+            return keep(found, rows, *args, **kwargs)
 
-        monkeypatch.setattr(found, "compute", spy)
+        monkeypatch.setattr(found, "keep", spy)
         report = Ingestor(st).ingest([write_jsonl(tmp_path / "c.jsonl", chunks)])
         assert report.ingested == len(chunks) - 1 and len(report.rejected) == 1
         assert len(batches) >= 2  # computed batch by batch, not once at the end
@@ -322,17 +322,19 @@ def test_findings_are_kept_for_every_stored_chunk_of_every_batch_and_for_no_refu
                     assert decode_signal(stored[s.key][c.chunk_id][1]) == risk_signal(c.content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
 
 
-def test_a_failed_precomputation_is_raised_after_every_chunk_is_stored(store, make_chunk, tmp_path, monkeypatch):
-    """The findings are a cache of what a first call would compute: when computing them fails, every chunk is still
-    stored and registered, the deal still answers, and the error reaches the caller (nothing is silently skipped)."""
+@pytest.mark.parametrize("step", ["work_out", "keep"])
+def test_a_failed_precomputation_is_raised_after_every_chunk_is_stored(store, make_chunk, tmp_path, monkeypatch, step):
+    """The findings are a cache of what a first call would compute: when working them out or writing them fails, every
+    chunk is still stored and registered, the deal still answers, and the error reaches the caller (nothing is
+    silently skipped)."""
     from retrieval_node.precompute import findings_of
 
     found = findings_of(store)
 
-    def broken(*_a, **_k):  # FAULT INJECTION: the findings file cannot be written
+    def broken(*_a, **_k):  # FAULT INJECTION: the findings cannot be worked out or written
         raise OSError("injected fault: findings not written")
 
-    monkeypatch.setattr(found, "compute", broken)
+    monkeypatch.setattr(found, step, broken)
     chunks = _varied_deal(make_chunk)
     with pytest.raises(OSError, match="findings not written"):
         Ingestor(store).ingest([write_jsonl(tmp_path / "a.jsonl", chunks)])
