@@ -700,9 +700,10 @@ def grow_passages(scores: np.ndarray, breaks: Sequence[int], sections: Sequence[
     """The scores with the first ``depth`` places filled one at a time: the best unplaced chunk (ties: reading order)
     is placed, and each unplaced neighbour of it in reading order, under the same non-empty section heading, in the
     same document (``breaks``: the positions where a new document starts), not a table of contents, is lifted to
-    ``s_j + lift·(s_i − s_j)`` when the placed chunk's own score ``s_i`` is higher (the largest lift counts).
+    ``s_j + lift·(s_i − s_j)`` when the placed chunk's own score ``s_i`` is higher (the largest lift counts; always
+    below ``s_i``, whatever ``lift``).
 
-    A lift never exceeds the score of the chunk that gave it and every chunk still unplaced scored at most that, so
+    A lift stays below the score of the chunk that gave it and every chunk still unplaced scored at most that, so
     the placed chunks' scores fall in the order they were placed: sorting by the returned scores gives that order.
     The best chunk keeps the first place; past the first ``depth`` places the order is by score again (a chunk lifted
     but not placed keeps its lift, at most the last placed chunk's score).
@@ -722,8 +723,8 @@ def grow_passages(scores: np.ndarray, breaks: Sequence[int], sections: Sequence[
                 continue
             if max(i, j) in starts:  # j and i sit in different documents
                 continue
-            if s[i] > s[j]:
-                out[j] = max(out[j], s[j] + lift * (s[i] - s[j]))
+            if s[i] > s[j]:  # never up to the giver's own score: it keeps its place before the chunk it lifts
+                out[j] = max(out[j], min(s[j] + lift * (s[i] - s[j]), float(np.nextafter(s[i], -np.inf))))
     return out
 
 

@@ -564,9 +564,9 @@ def test_passage_growth_runs_on_chunk_by_chunk_and_only_over_its_depth():
 @given(st.lists(st.tuples(st.floats(-1.0, 2.0), st.sampled_from(["", "A", "B"]), st.booleans()), min_size=1, max_size=30),
        st.floats(0.0, 1.0), st.integers(0, 40))
 def test_passage_growth_keeps_the_first_place_and_lifts_only_towards_a_placed_neighbour(rows, lift, depth):
-    """Whatever the scores and sections: no score falls, the best chunk stays first, every lift stays at or below the
-    own score of a neighbour in the same section, and sorting by the grown scores is the order the chunks were
-    placed in (the packager sorts by them)."""
+    """Whatever the scores, sections and lift: no score falls, the best chunk stays first, every lift stays below the
+    own score of a neighbour in the same section, and sorting by the grown scores is the order the chunks were placed
+    in (the packager sorts by them)."""
     import numpy as np
 
     scores = [r[0] for r in rows]
@@ -578,7 +578,7 @@ def test_passage_growth_keeps_the_first_place_and_lifts_only_towards_a_placed_ne
     for j, (g, s) in enumerate(zip(grown, scores, strict=True)):
         if g > s:
             assert not toc[j] and sections[j]
-            assert any(0 <= i < len(scores) and sections[i] == sections[j] and scores[i] >= g for i in (j - 1, j + 1))
+            assert any(0 <= i < len(scores) and sections[i] == sections[j] and scores[i] > g for i in (j - 1, j + 1))
     # replay the greedy placement and compare with the sort
     out, placed, order = np.array(scores, dtype=float), np.zeros(len(scores), dtype=bool), []
     for _ in range(min(depth, len(scores)) if lift else 0):
@@ -587,7 +587,7 @@ def test_passage_growth_keeps_the_first_place_and_lifts_only_towards_a_placed_ne
         order.append(i)
         for j in (i - 1, i + 1):
             if 0 <= j < len(scores) and not placed[j] and not toc[j] and sections[i] and sections[j] == sections[i] and scores[i] > scores[j]:
-                out[j] = max(out[j], scores[j] + lift * (scores[i] - scores[j]))
+                out[j] = max(out[j], min(scores[j] + lift * (scores[i] - scores[j]), np.nextafter(scores[i], -np.inf)))
     assert _order(grown)[: len(order)] == order
 
 
