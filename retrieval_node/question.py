@@ -10,7 +10,9 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    ("What is the", "Information about the") dropped, the terms it quotes, and the glossary concepts it names
    (``configs/glossary.yaml``; a word of seven letters or more may be misspelt by one letter: "Interveining Event").
 2. **Route** (:mod:`retrieval_node.routing`): among the documents this call may see, the ones the description
-   names; none named: the whole deal.
+   names; none named: the whole deal. Without an explicit description, the phrases of the glossary concepts the
+   question asks about name no document (:func:`without_concepts`: a question about a lien is not a question about
+   the document called "lien copy").
 3. **Score** the routed documents' chunks (every chunk the gate lets through): dense = best MiniLM window cosine
    through the chunk index; lexical = BM25 (bm25s, English stop words, a light plural/-ing/-ed stemmer) over each
    document's own chunks, so IDF is the document's ("confidential" is everywhere in an NDA and says nothing there),
@@ -294,6 +296,13 @@ def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
     phrases in the question); where two matched phrases overlap, the longer wins. A concept marked ``leads`` (it asks
     about another: what follows a breach of it) replaces the others named: the answer is drafted in its language and
     sits under its headings, and the question's own words still name the clause asked about."""
+    names = tuple(dict.fromkeys(name for _s, _e, name in _concept_hits(question, glossary)))
+    return tuple(n for n in names if glossary.concepts[n].leads) or names
+
+
+def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str]]:
+    """(first word, end word, concept) of each concept phrase :func:`match_concepts` counts, in question order (words
+    as :func:`_norm_phrase` splits them)."""
     words = _norm_phrase(question).split()
     hits: list[tuple[int, int, str]] = []  # (first word, end word, concept)
     for name, concept in glossary.concepts.items():
@@ -306,8 +315,23 @@ def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
     for h in hits:
         if all(h[1] <= k[0] or h[0] >= k[1] for k in kept):
             kept.append(h)
-    names = tuple(dict.fromkeys(name for _s, _e, name in sorted(kept)))
-    return tuple(n for n in names if glossary.concepts[n].leads) or names
+    return sorted(kept)
+
+
+def without_concepts(question: str, glossary: Glossary | None) -> str:
+    """The question's words without the glossary phrases it names, case kept: what a question with no explicit document
+    description routes by. Its subject is not a document's name: "is there a builders' lien registered on title?"
+    asks about a lien, wherever the deal shows one, not about the document called "lien copy" alone."""
+    if glossary is None:
+        return question
+    hits = _concept_hits(question, glossary)
+    if not hits:
+        return question
+    tokens = re.findall(r"[A-Za-z0-9]+", question.replace("’", "'").replace("'s", "").replace("'S", ""))
+    if [t.lower() for t in tokens] != _norm_phrase(question).split():
+        return question  # a spelling the two splits read differently: route by the whole question
+    dropped = {k for i, j, _n in hits for k in range(i, j)}
+    return " ".join(t for k, t in enumerate(tokens) if k not in dropped)
 
 
 # --------------------------------------------------------------------------- intents
@@ -349,13 +373,16 @@ class ParsedQuestion:
     body: str                    # what the chunks are ranked by: the question, lead-in dropped
     terms: tuple[str, ...]       # quoted terms (definitions are boosted)
     concepts: tuple[str, ...]    # glossary concepts named (a leading one alone)
+    subject_free: str | None = None  # the question without the glossary phrases it names (routes it when no description
+    #                                  is given; None: no glossary, the whole question)
 
 
 def parse_question(text: str, glossary: Glossary | None = None, *, clean: bool = True) -> ParsedQuestion:
     hint, rest = split_hint(text)
     body = clean_question(rest) if clean else rest
     return ParsedQuestion(text=text, hint=hint, explicit=bool(hint), body=body, terms=quoted_terms(rest),
-                          concepts=match_concepts(rest, glossary) if glossary is not None else ())
+                          concepts=match_concepts(rest, glossary) if glossary is not None else (),
+                          subject_free=without_concepts(text, glossary))
 
 
 # --------------------------------------------------------------------------- per-deal index
@@ -508,7 +535,8 @@ class QuestionStage:
         """The question taken apart; with routing off, a document description stays part of what is ranked by."""
         q = parse_question(text, self.config.glossary if self.settings.glossary else None, clean=self.settings.clean)
         if not self.settings.routing and q.hint:
-            return ParsedQuestion(text=q.text, hint="", explicit=False, body=f"{q.hint} {q.body}", terms=q.terms, concepts=q.concepts)
+            return ParsedQuestion(text=q.text, hint="", explicit=False, body=f"{q.hint} {q.body}", terms=q.terms, concepts=q.concepts,
+                                  subject_free=q.subject_free)
         return q
 
     def forget(self, view: DealView) -> None:
@@ -564,7 +592,8 @@ class QuestionStage:
         t1 = time.perf_counter()
         if st.routing:
             router, _ids = self._router(index, gate, visible)
-            routed = router.route(q.hint or q.text, explicit=q.explicit)
+            # no description given: the question's words name a document only outside the concepts it asks about
+            routed = router.route(q.hint if q.explicit else q.text if q.subject_free is None else q.subject_free, explicit=q.explicit)
             if routed:
                 notes.append(f"question_routed: to {', '.join(routed)} (named by {q.hint or q.text!r})")
             elif q.explicit:
@@ -745,4 +774,5 @@ __all__ = [
     "match_concepts",
     "parse_question",
     "question_intent",
+    "without_concepts",
 ]

@@ -115,6 +115,33 @@ def test_question_naming_no_document_searches_the_whole_deal(deal):
     assert not any(f.startswith("question_routed") for f in summary.fallbacks)
 
 
+def test_the_subject_of_a_question_does_not_route_it_to_the_document_named_after_it(deal, store, make_chunk, tmp_path):
+    """A question about a lien asks about a lien wherever the deal shows one: the copy of the lien statement is not the
+    only document searched because its name says "lien" (the registration sits in the title search). A question that
+    also names the document by a word of its own still routes to it."""
+    from retrieval_node.ingest import Ingestor
+    from retrieval_node.question import without_concepts
+
+    lien_copy = f"{DEAL}/builders_lien_copy.pdf"
+    Ingestor(store).ingest([write_jsonl(tmp_path / "lien.jsonl", [
+        make_chunk("Statement of Lien. Lienor: Foothills Framing Ltd. Work: framing of the third floor. Amount claimed: $18,400.",
+                   deal_id=DEAL, document_id=lien_copy, role="OTHER", section="GENERAL", page=1),
+        make_chunk("Instrument 252 118 904 registered 2026/01/14: builders' lien by Foothills Framing Ltd., $18,400.",
+                   deal_id=DEAL, document_id=TITLE, role="TITLE_SEARCH", section="INSTRUMENTS_REGISTER", page=3),
+    ])])
+    asked = deal.rank_question(DEAL, "Is there a builders' lien against the unit, and for how much?")
+    assert asked.routed == []
+    assert {s.chunk.document_id for s in asked.scored[:3]} >= {lien_copy, TITLE}
+    # words outside the subject still name a document: "on title" the title search, "the lien copy" the copy
+    assert deal.rank_question(DEAL, "Is there a builders' lien registered on title?").routed == [TITLE]
+    assert deal.rank_question(DEAL, "What does the lien copy say about the work?").routed == [lien_copy]
+    glossary = deal.config.glossary
+    assert without_concepts("Is there a builders' lien registered on title?", glossary) == "Is there a registered on title"
+    assert without_concepts("Does the contract between Harlow and Quince set a deposit?", glossary) == \
+        "Does the contract between Harlow and Quince set a"  # names keep their case: parties still route
+    assert without_concepts("Is there a lien?", None) == "Is there a lien?"
+
+
 def test_router_without_an_explicit_description_needs_a_name_that_stands_out():
     docs = [DocumentDescription("a/condo_bylaws.pdf", "CONDO_DOCS", "", "Bylaws"),
             DocumentDescription("a/purchase_contract.pdf", "PURCHASE_AGREEMENT", "", "Purchase contract"),
