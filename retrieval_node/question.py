@@ -374,7 +374,7 @@ class ParsedQuestion:
     terms: tuple[str, ...]       # quoted terms (definitions are boosted)
     concepts: tuple[str, ...]    # glossary concepts named (a leading one alone)
     subject_free: str | None = None  # the question without the glossary phrases it names (routes it when no description
-    #                                  is given; None: no glossary, the whole question)
+    #                                  is given; None: not worked out, the whole question routes)
 
 
 def parse_question(text: str, glossary: Glossary | None = None, *, clean: bool = True) -> ParsedQuestion:
