@@ -354,6 +354,10 @@ class GlossaryConcept(_Strict):
     leads: bool = Field(False, description="A concept that asks about another (the consequences of breaching it): when "
                         "it is named, the other concepts named add no terms, clauses or headings (the question's own "
                         "words still name the clause asked about).")
+    risk_kinds: list[str] = Field(default_factory=list, description="Risk kinds (configs/risk_signals.yaml) the concept "
+                                  "asks about: a chunk the risk scan found material for one of them gains the glossary's "
+                                  "`risk_boost` (\"is a special levy planned?\" is answered by the minutes that plan one, "
+                                  "whatever words they use).")
 
 
 class Glossary(_Strict):
@@ -362,6 +366,7 @@ class Glossary(_Strict):
     clause_weight: float = Field(0.7, ge=0.0, le=1.0, description="Share of the pseudo-clause similarity in the dense score of a matched question.")
     term_weight: float = Field(0.7, ge=0.0, le=1.0, description="Share of the drafting terms' BM25 in the lexical score of a matched question.")
     heading_boost: float = Field(0.2, ge=0.0, le=1.0, description="Added to chunks under a section title with one of the concept's heading words.")
+    risk_boost: float = Field(1.0, ge=0.0, le=2.0, description="Added to chunks the risk scan found material for one of a matched concept's `risk_kinds`.")
     concepts: dict[str, GlossaryConcept] = Field(default_factory=dict)
 
 
@@ -391,6 +396,11 @@ class NodeConfig(_Strict):
                     unknown = sorted(set(agent.risk_kinds) - known)
                     if unknown:
                         raise ValueError(f"agent {name!r} names unknown risk kind(s) {unknown}; the lexicon has {sorted(known)}")
+            known = self.risk_signals.kinds()
+            for name, concept in self.glossary.concepts.items():
+                unknown = sorted(set(concept.risk_kinds) - known)
+                if unknown:
+                    raise ValueError(f"glossary concept {name!r} names unknown risk kind(s) {unknown}; the lexicon has {sorted(known)}")
         return self
 
 

@@ -29,7 +29,7 @@ from .errors import BackendError
 from .models import TrustContext, compute_chunk_id, sha256_hex
 from .passages import Links, continuation_links
 from .ports import Backends
-from .precompute import findings_of, setting_key
+from .precompute import decode_signal, findings_of, setting_key
 from .superseded import superseded_copies
 from .values import ChunkView
 
@@ -161,6 +161,20 @@ class DealView:
             return {cid: row[0] for cid, row in stored.items() if cid in self.chunks} if stored else {}
 
         return self._memoised(("material", domains, kinds), build)
+
+    def material_kinds(self, keys: tuple[str, ...]) -> dict[str, frozenset[str]]:
+        """chunk id -> the risk kinds of the chunks ingest found material under any of the risk settings ``keys``
+        (stored findings only: a chunk without them, as in a store ``retrieval-node precompute`` has not completed,
+        has none here)."""
+        def build() -> dict[str, frozenset[str]]:
+            out: dict[str, set[str]] = {}
+            for key in keys:
+                for cid, (material, raw, _spans) in (self.stored_findings(key) or {}).items():
+                    if material and cid in self.chunks:
+                        out.setdefault(cid, set()).update(decode_signal(raw).kinds)
+            return {cid: frozenset(k) for cid, k in out.items()}
+
+        return self._memoised(("material_kinds", keys), build)
 
     def toc_groups(self) -> list[tuple[tuple[str, str], list[ChunkView]]]:
         """The deal's chunks by (document id, role), sorted, each group in reading order (the table of contents)."""

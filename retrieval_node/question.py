@@ -21,6 +21,8 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    chunks defining a quoted term (“Knowledge” means ..., also “Company Knowledge” or “Knowledge of the Seller”: the
    term with up to three more words) gain ``DEFINE_BOOST``, and the chunks a long definition runs on into (until the
    next definition or a section heading starts, at most ``DEFINE_REACH``) gain ``DEFINE_CONTINUE`` x that boost;
+   chunks the risk scan found material for one of a matched concept's ``risk_kinds`` gain the glossary's
+   ``risk_boost`` (a levy the minutes plan without the words "special levy");
    chunks under a section title of a matched concept gain the glossary's ``heading_boost`` (an article's or section's
    title, or an annex's, exhibit's, schedule's or appendix's: a chunk that opens with a heading sits under it); a
    concept marked ``leads`` (the consequences of a breach) replaces the other concepts named; neighbour smoothing
@@ -62,6 +64,7 @@ from .deals import DealView, Gate
 from .errors import ContractViolation
 from .models import QuestionIntent, RiskProfile, SectionType, Stage, TrustContext
 from .ports import SearchScope
+from .precompute import risk_settings
 from .retrieve import SegmentAwareRetriever
 from .routing import DocumentDescription, DocumentRouter, split_hint
 from .values import ChunkView, Scored, ScoreTerms, Selection
@@ -530,6 +533,7 @@ class QuestionStage:
         self.settings = settings or QuestionSettings()
         self._deals: BoundedCache[tuple[str, int, float], _DealIndex] = BoundedCache(DEAL_INDEXES)
         self._lock = threading.Lock()
+        self._risk_keys: tuple[str, ...] | None = None  # the stored risk settings (the configured profiles')
 
     def parse(self, text: str) -> ParsedQuestion:
         """The question taken apart; with routing off, a document description stays part of what is ranked by."""
@@ -648,6 +652,15 @@ class QuestionStage:
             rows = [index.positions[(d, i)] for d, pos in segments for i in pos]
             lexical = self._lexical(index.corpus_lexical(), q.body, terms_text, rows)
         heads = np.concatenate([index.docs[d].heading_hits(headings)[pos] for d, pos in segments]) if headings and g.heading_boost else None
+        asked_kinds = frozenset(k for c in concepts for k in c.risk_kinds)
+        risky = None
+        if asked_kinds and g.risk_boost:  # the chunks the risk scan found material for a kind the question asks about
+            if self._risk_keys is None:
+                self._risk_keys = tuple(sorted({setting.key for setting in risk_settings(self.config)}))
+            found = view.material_kinds(self._risk_keys)
+            risky = np.array([1.0 if found.get(cid, frozenset()) & asked_kinds else 0.0 for cid in ids])
+            if risky.any():
+                notes.append(f"question_risk: {int(risky.sum())} chunk(s) material for {', '.join(sorted(asked_kinds))}")
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
         defining = np.concatenate([index.docs[d].definitions(q.terms, st.define_continue, st.define_reach)[pos] for d, pos in segments]) \
             if q.terms and st.define_boost else None
@@ -664,6 +677,8 @@ class QuestionStage:
                 fused = fused + st.define_boost * defining[a:b]
             if heads is not None:
                 fused = fused + g.heading_boost * heads[a:b]
+            if risky is not None:
+                fused = fused + g.risk_boost * risky[a:b]
             if prior_arr is not None:
                 fused = fused + st.document_weight * prior_arr[a:b]
             fused_all[a:b] = fused

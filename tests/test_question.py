@@ -664,3 +664,39 @@ def _concept(agent, name, concept):
         yield
     finally:
         concepts[name] = shipped
+
+
+def test_a_question_about_a_risk_finds_the_chunk_the_risk_scan_found_material_whatever_its_words(deal, store, make_chunk, tmp_path):
+    """A levy the board plans is written as "a funding proposal of $18,500 per unit, payable in two instalments", not as
+    "special levy": a question about a special levy still ranks it first, ahead of the bylaw that describes levies in
+    general, because the risk scan found it material for the kind the glossary concept asks about (`risk_kinds`)."""
+    doc = f"{DEAL}/condo_minutes_2026.pdf"
+    pages = [
+        "Minutes of the Board meeting of February 9, 2026. Present: four directors and the property manager.",
+        "Item 4. Parkade membrane. The engineer's report prices the repair at $1.1 million and the reserve fund cannot carry it. "
+        "The Board will call a general meeting in May to present a funding proposal of about $18,500 per unit, payable in two instalments.",
+        "Item 5. Landscaping contract renewed for one year at the same price.",
+    ]
+    _add_document(store, make_chunk, tmp_path, doc, pages, role="CONDO_DOCS", section="CONDO_MINUTES")
+    _add_document(store, make_chunk, tmp_path, f"{DEAL}/condo_bylaws_levies.pdf", [
+        "Article 12. Levies. The Corporation may, by special resolution, raise a special levy from the owners in proportion to their unit factors.",
+    ], role="CONDO_DOCS", section="CONDO_BYLAWS")
+    question = "Is a special levy planned?"
+    ranked = deal.rank_question(DEAL, question)
+    assert ranked.scored[0].chunk.content == pages[1]
+    assert any(n.startswith("question_risk") for n in ranked.notes)
+    levy = deal.config.glossary.concepts["special_levy"]
+    with _concept(deal, "special_levy", levy.model_copy(update={"risk_kinds": []})):
+        # without the concept's risk kinds the bylaw's wording wins: the rule is what finds the planned levy
+        plain = [s.chunk.content for s in deal.rank_question(DEAL, question).scored]
+        assert plain[0] != pages[1]
+
+
+def test_a_glossary_concept_naming_an_unknown_risk_kind_is_refused():
+    from retrieval_node.config import load_config
+
+    config = load_config()
+    concepts = dict(config.glossary.concepts)
+    concepts["special_levy"] = concepts["special_levy"].model_copy(update={"risk_kinds": ["special_levies"]})
+    with pytest.raises(ValueError, match="glossary concept 'special_levy' names unknown risk kind"):
+        type(config).model_validate({**config.model_dump(), "glossary": {**config.glossary.model_dump(), "concepts": {k: v.model_dump() for k, v in concepts.items()}}})
