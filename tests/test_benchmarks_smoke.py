@@ -116,3 +116,25 @@ def test_legalbench_reopens_a_kept_store_with_the_backend_its_vectors_came_from(
     assert run.existing_store_engines(home)["embedding_backend"] == "torch"  # written before backends
     monkeypatch.setenv("RETRIEVAL_NODE_EMBEDDING_BACKEND", "onnx")
     assert "embedding_backend" not in run.existing_store_engines(home)  # the environment still wins
+
+
+def test_question_risks_runs_on_a_set_folder(tmp_path, make_chunk):
+    """benchmarks/question_risks.py on a one-deal set written here (deals/ + gold/ as the dev sets lay them out): it
+    fills the store, asks its questions and counts the gold material chunks of each asked kind that were packed."""
+    from tests.conftest import write_jsonl
+
+    deal = "2026-QRB-0001"
+    minutes = make_chunk("Item 3. Roof. The reserve fund cannot cover the $640,000 roof replacement. The Board will present a funding "
+                         "proposal of about $9,800 per unit at a general meeting in June, payable in two instalments.",
+                         deal_id=deal, document_id=f"{deal}/minutes.pdf", role="CONDO_DOCS", section="CONDO_MINUTES", page=4)
+    bylaw = make_chunk("Article 7. Levies. The Corporation may raise a special levy by special resolution of the owners.",
+                       deal_id=deal, document_id=f"{deal}/bylaws.pdf", role="CONDO_DOCS", section="CONDO_BYLAWS", page=2)
+    (tmp_path / "set" / "deals").mkdir(parents=True)
+    (tmp_path / "set" / "gold").mkdir()
+    write_jsonl(tmp_path / "set" / "deals" / f"{deal}.jsonl", [minutes, bylaw])
+    (tmp_path / "set" / "gold" / f"{deal}.json").write_text(json.dumps(
+        {"deal_id": deal, "intents": {"condo_check": {"gold": [{"chunk_id": minutes.chunk_id, "kind": "material"}]}}}))
+    data = _run(["benchmarks/question_risks.py", "--set-dir", str(tmp_path / "set"), "--store", str(tmp_path / "store")], tmp_path / "qr.json")
+    assert data["by_kind"]["special_levy"] == {"packed": 1, "material": 1}
+    assert data["by_kind"]["builders_lien"] == {"packed": 0, "material": 0}  # no lien in this deal: nothing asked of it
+    assert [r["kind"] for r in data["rows"]] == ["special_levy"]
