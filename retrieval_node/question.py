@@ -299,7 +299,11 @@ def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
     phrases in the question); where two matched phrases overlap, the longer wins. A concept marked ``leads`` (it asks
     about another: what follows a breach of it) replaces the others named: the answer is drafted in its language and
     sits under its headings, and the question's own words still name the clause asked about."""
-    names = tuple(dict.fromkeys(name for _s, _e, name in _concept_hits(question, glossary)))
+    return _concept_names(_concept_hits(question, glossary), glossary)
+
+
+def _concept_names(hits: list[tuple[int, int, str]], glossary: Glossary) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name for _s, _e, name in hits))
     return tuple(n for n in names if glossary.concepts[n].leads) or names
 
 
@@ -325,9 +329,11 @@ def without_concepts(question: str, glossary: Glossary | None) -> str:
     """The question's words without the glossary phrases it names, case kept: what a question with no explicit document
     description routes by. Its subject is not a document's name: "is there a builders' lien registered on title?"
     asks about a lien, wherever the deal shows one, not about the document called "lien copy" alone."""
-    if glossary is None:
-        return question
-    hits = _concept_hits(question, glossary)
+    return question if glossary is None else _without(question, _concept_hits(question, glossary))
+
+
+def _without(question: str, hits: list[tuple[int, int, str]]) -> str:
+    """``question`` without the words of ``hits`` (:func:`_concept_hits` of it), case kept."""
     if not hits:
         return question
     tokens = re.findall(r"[A-Za-z0-9]+", question.replace("’", "'").replace("'s", "").replace("'S", ""))
@@ -377,15 +383,16 @@ class ParsedQuestion:
     terms: tuple[str, ...]       # quoted terms (definitions are boosted)
     concepts: tuple[str, ...]    # glossary concepts named (a leading one alone)
     subject_free: str | None = None  # the question without the glossary phrases it names (routes it when no description
-    #                                  is given; None: not worked out, the whole question routes)
+    #                                  is given; None: an explicit description routes it)
 
 
 def parse_question(text: str, glossary: Glossary | None = None, *, clean: bool = True) -> ParsedQuestion:
     hint, rest = split_hint(text)
     body = clean_question(rest) if clean else rest
+    hits = _concept_hits(rest, glossary) if glossary is not None else []  # once: the names and what routes come from them
     return ParsedQuestion(text=text, hint=hint, explicit=bool(hint), body=body, terms=quoted_terms(rest),
-                          concepts=match_concepts(rest, glossary) if glossary is not None else (),
-                          subject_free=without_concepts(text, glossary))
+                          concepts=_concept_names(hits, glossary) if glossary is not None else (),
+                          subject_free=None if hint else _without(rest, hits))  # an explicit description routes itself
 
 
 # --------------------------------------------------------------------------- per-deal index
@@ -658,7 +665,8 @@ class QuestionStage:
             if self._risk_keys is None:
                 self._risk_keys = tuple(sorted({setting.key for setting in risk_settings(self.config)}))
             found = view.material_kinds(self._risk_keys)
-            risky = np.array([1.0 if found.get(cid, frozenset()) & asked_kinds else 0.0 for cid in ids])
+            hit = {cid for cid, kinds in found.items() if kinds & asked_kinds}
+            risky = np.array([cid in hit for cid in ids], dtype=np.float64)
             if risky.any():
                 notes.append(f"question_risk: {int(risky.sum())} chunk(s) material for {', '.join(sorted(asked_kinds))}")
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
