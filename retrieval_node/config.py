@@ -391,16 +391,13 @@ class NodeConfig(_Strict):
                 unknown = [d for d in agent.risk_domains if d not in self.risk_signals.domains]
                 if unknown:
                     raise ValueError(f"agent {name!r} names unknown risk domain(s) {unknown}")
-                if agent.risk_kinds is not None:
-                    known = self.risk_signals.kinds()
-                    unknown = sorted(set(agent.risk_kinds) - known)
-                    if unknown:
-                        raise ValueError(f"agent {name!r} names unknown risk kind(s) {unknown}; the lexicon has {sorted(known)}")
             known = self.risk_signals.kinds()
-            for name, concept in self.glossary.concepts.items():
-                unknown = sorted(set(concept.risk_kinds) - known)
+            named = [(f"agent {name!r}", agent.risk_kinds or []) for name, agent in self.agents.items()]
+            named += [(f"glossary concept {name!r}", concept.risk_kinds) for name, concept in self.glossary.concepts.items()]
+            for who, kinds in named:
+                unknown = sorted(set(kinds) - known)
                 if unknown:
-                    raise ValueError(f"glossary concept {name!r} names unknown risk kind(s) {unknown}; the lexicon has {sorted(known)}")
+                    raise ValueError(f"{who} names unknown risk kind(s) {unknown}; the lexicon has {sorted(known)}")
         return self
 
 

@@ -670,6 +670,13 @@ class Ingestor:
             # windows per model call: the model sorts a call's windows by length before batching them, so a call
             # of several batches pads less than one batch of consecutive chunks' windows (embedding_call_windows)
             window_budget = max(rc.embedding_call_windows, rc.embedding_batch_size, 1)
+
+            def send(batch: list[_Pending], spans_of: list[list[tuple[int, int]]], texts: list[str]) -> None:
+                """One model call: the batch's findings start beside it, the writer gets both."""
+                check_space()
+                worked_out = findings.start(batch) if findings is not None else None
+                work.put((self._embed_batch(batch, spans_of, texts), worked_out))
+
             batch: list[_Pending] = []
             texts: list[str] = []
             spans_of: list[list[tuple[int, int]]] = []
@@ -684,14 +691,10 @@ class Ingestor:
                 spans_of.append(spans)
                 texts.extend(p.chunk.content[s:e] for s, e in spans)
                 if len(texts) >= window_budget:
-                    check_space()
-                    worked_out = findings.start(batch) if findings is not None else None
-                    work.put((self._embed_batch(batch, spans_of, texts), worked_out))
+                    send(batch, spans_of, texts)
                     batch, texts, spans_of = [], [], []
             if batch and not failure:
-                check_space()
-                worked_out = findings.start(batch) if findings is not None else None
-                work.put((self._embed_batch(batch, spans_of, texts), worked_out))
+                send(batch, spans_of, texts)
         finally:
             work.put(None)
             thread.join()
