@@ -6,13 +6,14 @@ intent: admission, contract plan, trust gate, budgeted selection, finalize, expl
 the *retrieve + rank* step differs; it is this stage's entry point, :meth:`QuestionStage.rank`:
 
 1. **Parse** (:func:`parse_question`): the document description the question gives ("Consider X; ...", "In the X,
-   ...", or words naming a document's title, kind or year in passing), the question itself with a generic lead-in
+   ..."), the question itself with a generic lead-in
    ("What is the", "Information about the") dropped, the terms it quotes, and the glossary concepts it names
    (``configs/glossary.yaml``; a word of seven letters or more may be misspelt by one letter: "Interveining Event").
-2. **Route** (:mod:`retrieval_node.routing`): among the documents this call may see, the ones the description
-   names; none named: the whole deal. Without an explicit description, the phrases of the glossary concepts the
-   question asks about name no document (:func:`without_concepts`: a question about a lien is not a question about
-   the document called "lien copy").
+2. **Route** (:mod:`retrieval_node.routing`): among the documents this call may see, the ones an explicit
+   description names; none named, or no description: the whole deal. Words naming a document's title, kind or year
+   in passing only favour it (document evidence, below): a guess must not hide the rest of the deal. The phrases of
+   the glossary concepts the question asks about name no document (:func:`without_concepts`: a question about a
+   lien is not a question about the document called "lien copy").
 3. **Score** the routed documents' chunks (every chunk the gate lets through): dense = best MiniLM window cosine
    through the chunk index; lexical = BM25 (bm25s, English stop words, a light plural/-ing/-ed stemmer) over each
    document's own chunks, so IDF is the document's ("confidential" is everywhere in an NDA and says nothing there),
@@ -34,8 +35,9 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    deal (dense top windows of the deal, deal-wide BM25, one normalisation unit), plus **document evidence**: a chunk
    gains ``DOCUMENT_WEIGHT`` x its document's match of the question's words in document names and of its proper
    nouns (parties, years) in document openings (:meth:`~retrieval_node.routing.DocumentRouter.evidence`, 0..1), so a
-   question naming "the NDA between CopAcc and ToP Mentors" still favours that NDA's clauses when nothing is routed
-   (a clause chunk never repeats the parties).
+   question naming "the 2024 reserve fund study" in passing, or "the NDA between CopAcc and ToP Mentors" when
+   routing is off, favours that document's chunks (a clause chunk never repeats the parties); noted as
+   ``question_favoured``.
 4. The ranked :class:`~retrieval_node.values.Scored` list goes to the packager like any other: a question's chunks
    carry no risk kinds while they are selected (the package is filled by relevance, not risk first);
    :meth:`QuestionStage.annotate` then screens what was packed, so the package's risk summary still reports any
@@ -326,8 +328,8 @@ def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str
 
 
 def without_concepts(question: str, glossary: Glossary | None) -> str:
-    """The question's words without the glossary phrases it names, case kept: what a question with no explicit document
-    description routes by. Its subject is not a document's name: "is there a builders' lien registered on title?"
+    """The question's words without the glossary phrases it names, case kept: what the document evidence of a question
+    with no explicit document description reads. Its subject is not a document's name: "is there a builders' lien registered on title?"
     asks about a lien, wherever the deal shows one, not about the document called "lien copy" alone."""
     return question if glossary is None else _without(question, _concept_hits(question, glossary))
 
@@ -338,7 +340,7 @@ def _without(question: str, hits: list[tuple[int, int, str]]) -> str:
         return question
     tokens = re.findall(r"[A-Za-z0-9]+", question.replace("’", "'").replace("'s", "").replace("'S", ""))
     if [t.lower() for t in tokens] != _norm_phrase(question).split():
-        return question  # a spelling the two splits read differently: route by the whole question
+        return question  # a spelling the two splits read differently: the whole question counts
     dropped = {k for i, j, _n in hits for k in range(i, j)}
     return " ".join(t for k, t in enumerate(tokens) if k not in dropped)
 
@@ -382,14 +384,14 @@ class ParsedQuestion:
     body: str                    # what the chunks are ranked by: the question, lead-in dropped
     terms: tuple[str, ...]       # quoted terms (definitions are boosted)
     concepts: tuple[str, ...]    # glossary concepts named (a leading one alone)
-    subject_free: str | None = None  # the question without the glossary phrases it names (routes it when no description
-    #                                  is given; None: an explicit description routes it)
+    subject_free: str | None = None  # the question without the glossary phrases it names (its document evidence when
+    #                                  no description is given; None: an explicit description routes it)
 
 
 def parse_question(text: str, glossary: Glossary | None = None, *, clean: bool = True) -> ParsedQuestion:
     hint, rest = split_hint(text)
     body = clean_question(rest) if clean else rest
-    hits = _concept_hits(rest, glossary) if glossary is not None else []  # once: the names and what routes come from them
+    hits = _concept_hits(rest, glossary) if glossary is not None else []  # once: the names and the evidence come from them
     return ParsedQuestion(text=text, hint=hint, explicit=bool(hint), body=body, terms=quoted_terms(rest),
                           concepts=_concept_names(hits, glossary) if glossary is not None else (),
                           subject_free=None if hint else _without(rest, hits))  # an explicit description routes itself
@@ -601,18 +603,22 @@ class QuestionStage:
         notes: list[str] = []
         routed: list[str] = []
         t1 = time.perf_counter()
-        if st.routing:
+        if st.routing and q.explicit:  # only a description the caller gave routes ("In the lender's instructions, ...")
             router, _ids = self._router(index, gate, visible)
-            # no description given: the question's words name a document only outside the concepts it asks about
-            routed = router.route(q.hint if q.explicit else q.text if q.subject_free is None else q.subject_free, explicit=q.explicit)
+            routed = router.route(q.hint)
             if routed:
-                notes.append(f"question_routed: to {', '.join(routed)} (named by {q.hint or q.text!r})")
-            elif q.explicit:
+                notes.append(f"question_routed: to {', '.join(routed)} (named by {q.hint!r})")
+            else:
                 notes.append(f"question_not_routed: no document of the deal matches {q.hint!r}; searched every document")
         prior: dict[str, float] = {}
         if not routed and st.document_weight > 0:  # unrouted: the documents the question's names point at, as soft evidence
             router, ids_ = self._router(index, gate, visible)
-            prior = dict(zip(ids_, router.evidence(q.text if not st.routing else (q.hint or q.text)).tolist(), strict=True))
+            # a question's subject is not a document's name (a question about a lien is not about the "lien copy")
+            text = q.text if not st.routing else (q.hint or (q.text if q.subject_free is None else q.subject_free))
+            prior = dict(zip(ids_, router.evidence(text).tolist(), strict=True))
+            favoured = sorted(d for d, v in prior.items() if v >= 1.0)
+            if favoured and len(favoured) < len(prior):
+                notes.append(f"question_favoured: {', '.join(favoured)} (named in {text!r}; the rest of the deal still searched)")
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
         concepts = [self.config.glossary.concepts[c] for c in q.concepts]
         if concepts:

@@ -14,12 +14,13 @@ Agreement between CopAcc and ToP Mentors; ...". :func:`split_hint` finds such a 
 * **head BM25** (weight ``head_weight``): BM25 of the description against the name plus the opening
   ``head_chars`` characters of the document (its title and parties), divided by the best score.
 
-A description from an explicit form ("Consider X; ...", "In the X, ...") routes to the best document whenever
-anything matches. Without one, only a document's name can be named in passing ("does the condo bylaw restrict
-rentals?"): the question's words are matched against names only (and its capitalised words, party names, against
-the heads), and the question routes only when one document is named more than the others. Otherwise nothing is
-routed and the whole deal is searched. Then :meth:`DocumentRouter.evidence` gives the same name and proper-noun
-match as soft evidence per document (0..1), which the unrouted ranking adds to each document's chunks.
+A description from an explicit form ("Consider X; ...", "In the X, ...") routes (:meth:`DocumentRouter.route`): only
+the best document is searched, whenever anything matches. A question without one never routes: a document named in
+passing ("does the condo bylaw restrict rentals?", "since the November search") is a guess at where the answer is,
+and a wrong or narrow guess would hide the rest of the deal (the answer in the *current* title search, a purchase
+agreement titled "new home" beside a new-home warranty). :meth:`DocumentRouter.evidence` gives its words' match of
+document names (and its capitalised words', party names and years, of the heads) as soft evidence per document
+(0..1), which the ranking adds to each document's chunks: the named document comes first, the rest still follows.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ class DocumentRouter:
     """Scores the documents of a deal for a document description.
 
     >>> router = DocumentRouter([DocumentDescription("lender_instructions.pdf", "LENDER_INSTRUCTIONS", "2026", "...")])  # doctest: +SKIP
-    >>> router.route("the lender's instructions", explicit=True)                                                         # doctest: +SKIP
+    >>> router.route("the lender's instructions")                                                                       # doctest: +SKIP
     ['lender_instructions.pdf']
     """
 
@@ -188,28 +189,15 @@ class DocumentRouter:
         top = float(s.max())
         return s / top if top > 0 else s
 
-    def route(self, hint: str, *, explicit: bool) -> list[str]:
-        """The document ids the description names (best first; ties kept), or [] when it names none."""
+    def route(self, hint: str) -> list[str]:
+        """The document ids an explicit description names (the best; ties kept, sorted), or [] when it names none."""
         if not self.docs or not hint.strip():
             return []
-        if explicit:
-            s = self.scores(hint)
-        else:
-            # a question with no explicit description: its words must name a document's name, or its proper nouns a head
-            s = self.name_scores(hint, drop_generic=True)
-            nouns = proper_nouns(hint)
-            if nouns:
-                s = s + self.head_weight * self.head_scores(nouns)
+        s = self.scores(hint)
         top = float(s.max())
         if top <= 0:
             return []
-        best = [i for i in range(len(self.docs)) if s[i] >= top - 1e-12]
-        if not explicit:
-            rest = sorted((float(x) for i, x in enumerate(s) if i not in best), reverse=True)
-            second = rest[0] if rest else 0.0
-            if len(best) > 1 and len(best) == len(self.docs) or top < 0.5 or second > 0.75 * top:
-                return []  # nothing stands out: the question does not name one document
-        return sorted((self.docs[i].document_id for i in best))
+        return sorted(self.docs[i].document_id for i in range(len(self.docs)) if s[i] >= top - 1e-12)
 
     def rank(self, hint: str) -> list[tuple[str, float]]:
         s = self.scores(hint)

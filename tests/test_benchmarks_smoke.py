@@ -138,3 +138,35 @@ def test_question_risks_runs_on_a_set_folder(tmp_path, make_chunk):
     assert data["by_kind"]["special_levy"] == {"packed": 1, "material": 1}
     assert data["by_kind"]["builders_lien"] == {"packed": 0, "material": 0}  # no lien in this deal: nothing asked of it
     assert [r["kind"] for r in data["rows"]] == ["special_levy"]
+
+
+def test_deal_questions_scores_ranks_and_packages(tmp_path, make_chunk):
+    """benchmarks/deal_questions.py on a one-deal set and a question file written here: the first answer chunk's rank
+    comes from the product's ranking, package recall from the product's package; a bad question line is refused
+    with its line and field named."""
+    from tests.conftest import write_jsonl
+
+    deal = "2026-DQB-0001"
+    deposit = make_chunk("3.1 Deposit. The Buyer shall pay a deposit of $25,000 to the Seller's brokerage within two Business "
+                         "Days after the Conditions are removed, to be held in trust.",
+                         deal_id=deal, document_id=f"{deal}/contract.pdf", role="PURCHASE_AGREEMENT", section="GENERAL", page=2)
+    possession = make_chunk("4.1 Possession. The Buyer takes vacant possession at noon on the Completion Day, 30 June 2026.",
+                            deal_id=deal, document_id=f"{deal}/contract.pdf", role="PURCHASE_AGREEMENT", section="GENERAL", page=3)
+    (tmp_path / "set" / "deals").mkdir(parents=True)
+    write_jsonl(tmp_path / "set" / "deals" / f"{deal}.jsonl", [deposit, possession])
+    lines = [{"id": "a", "deal_id": deal, "split": "dev", "category": "fact", "question": "How much is the deposit and when is it due?",
+              "gold": [{"chunk_id": deposit.chunk_id, "role": "answer"}]},
+             {"id": "b", "deal_id": deal, "split": "held", "category": "fact", "question": "When does the buyer get possession?",
+              "gold": [{"chunk_id": possession.chunk_id, "role": "answer"}, {"chunk_id": deposit.chunk_id, "role": "support"}]}]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    args = ["benchmarks/deal_questions.py", "--questions", str(qfile), "--set-dir", str(tmp_path / "set"), "--store", str(tmp_path / "store")]
+    data = _run(args, tmp_path / "dq.json")
+    assert [r["first_answer_rank"] for r in data["rows"]] == [1, 1]
+    assert data["all"]["hit@1"] == 1.0 and data["all"]["answer_recall"] == 1.0
+    assert data["all"]["support_recall"] == 1.0  # two chunks fit the default budget whole
+    held = _run([*args, "--split", "held"], tmp_path / "held.json")
+    assert [r["id"] for r in held["rows"]] == ["b"] and held["by_split"].keys() == {"held"}
+    qfile.write_text(json.dumps({**lines[0], "gold": [{"chunk_id": deposit.chunk_id, "role": "support"}]}) + "\n")
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0 and "q.jsonl:1: no gold chunk with role 'answer'" in proc.stderr

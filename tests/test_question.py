@@ -94,10 +94,29 @@ def test_question_naming_a_document_by_title_routes_to_it(deal):
     assert {s.chunk.document_id for s in ranking.scored[:3]} >= {PURCHASE}
 
 
-def test_question_naming_a_document_by_date_routes_to_that_year(deal):
+def test_question_naming_a_document_in_passing_favours_it_without_hiding_the_rest(deal):
+    """A document named in passing (its year, its kind) comes first, but the question is not routed: the other
+    documents are still searched and packed after it."""
     ranking = deal.rank_question(DEAL, "What does the 2024 reserve fund study recommend for contributions?")
-    assert ranking.routed == [STUDY_2024]
-    assert {s.chunk.document_id for s in ranking.scored} == {STUDY_2024}
+    assert ranking.routed == []
+    assert {s.chunk.document_id for s in ranking.scored[:2]} == {STUDY_2024}
+    assert len({s.chunk.document_id for s in ranking.scored}) >= 5
+    assert any(n.startswith("question_favoured: " + STUDY_2024) for n in ranking.notes)
+
+
+def test_an_answer_outside_the_document_named_in_passing_is_still_packed(deal):
+    """The kind of question a lawyer asks by contrast ("since the 2021 study ...") names the document the answer is
+    NOT in: the named one is favoured, and the answer, in the other study, is still found and packed."""
+    question = "Did anything change the contributions the 2021 study called adequate?"
+    ranking = deal.rank_question(DEAL, question)
+    assert ranking.routed == []
+    assert ranking.scored[0].chunk.document_id == STUDY_2021
+    assert any("$310,000" in s.chunk.content for s in ranking.scored[:4])
+    package, _summary = deal.ask_sync(DEAL, question, budget=400)
+    assert any("$310,000" in r.content for r in package.ordered_chunks)
+    # said explicitly, the description is the caller's instruction: only the 2021 study
+    explicit = deal.rank_question(DEAL, "In the 2021 reserve fund study, are contributions adequate?")
+    assert explicit.routed == [STUDY_2021] and {s.chunk.document_id for s in explicit.scored} == {STUDY_2021}
 
 
 def test_question_naming_a_document_by_its_parties_routes_to_it(deal):
@@ -132,9 +151,14 @@ def test_the_subject_of_a_question_does_not_route_it_to_the_document_named_after
     asked = deal.rank_question(DEAL, "Is there a builders' lien against the unit, and for how much?")
     assert asked.routed == []
     assert {s.chunk.document_id for s in asked.scored[:3]} >= {lien_copy, TITLE}
-    # words outside the subject still name a document: "on title" the title search, "the lien copy" the copy
-    assert deal.rank_question(DEAL, "Is there a builders' lien registered on title?").routed == [TITLE]
-    assert deal.rank_question(DEAL, "What does the lien copy say about the work?").routed == [lien_copy]
+    # words outside the subject still name a document (favoured, not routed): "on title" the title search, "the
+    # lien copy" the copy
+    on_title = deal.rank_question(DEAL, "Is there a builders' lien registered on title?")
+    assert on_title.routed == [] and any(n.startswith(f"question_favoured: {TITLE} ") for n in on_title.notes)
+    assert on_title.scored[0].chunk.document_id == TITLE
+    copy = deal.rank_question(DEAL, "What does the lien copy say about the work?")
+    assert any(n.startswith(f"question_favoured: {lien_copy} ") for n in copy.notes)
+    assert lien_copy in {s.chunk.document_id for s in copy.scored[:2]}  # beside the title's lien line (material: risk boost)
     glossary = deal.config.glossary
     assert without_concepts("Is there a builders' lien registered on title?", glossary) == "Is there a registered on title"
     assert without_concepts("Does the contract between Harlow and Quince set a deposit?", glossary) == \
@@ -142,18 +166,21 @@ def test_the_subject_of_a_question_does_not_route_it_to_the_document_named_after
     assert without_concepts("Is there a lien?", None) == "Is there a lien?"
 
 
-def test_router_without_an_explicit_description_needs_a_name_that_stands_out():
+def test_router_routes_a_description_and_gives_evidence_for_a_name_in_passing():
     docs = [DocumentDescription("a/condo_bylaws.pdf", "CONDO_DOCS", "", "Bylaws"),
             DocumentDescription("a/purchase_contract.pdf", "PURCHASE_AGREEMENT", "", "Purchase contract"),
             DocumentDescription("a/title_search.pdf", "TITLE_SEARCH", "", "Certificate of title")]
     router = DocumentRouter(docs)
-    assert router.route("does the condo bylaw restrict rentals?", explicit=False) == ["a/condo_bylaws.pdf"]
-    assert router.route("is there a right of first refusal?", explicit=False) == []
-    assert router.route("what does the document say?", explicit=False) == []
+    assert router.route("the condo bylaws") == ["a/condo_bylaws.pdf"]
+    assert router.route("the minutes") == []
+    named = router.evidence("does the condo bylaw restrict rentals?")
+    assert named[0] == 1.0 and named[1:].max() < 1.0
+    assert not router.evidence("is there a right of first refusal?").any()
+    assert not router.evidence("what does the document say?").any()
     # an acronym is a whole token of a name, never a run of letters inside one
     acr = DocumentRouter([DocumentDescription("a/BCGD_nda.txt", "OTHER", "", "Agreement"),
                           DocumentDescription("a/abcgdx_supply.txt", "OTHER", "", "Agreement")])
-    assert acr.route("Boston Consulting Group Digital", explicit=True) == ["a/BCGD_nda.txt"]
+    assert acr.route("Boston Consulting Group Digital") == ["a/BCGD_nda.txt"]
     assert split_hint("Under the purchase contract: who pays the deposit?") == ("the purchase contract", "who pays the deposit?")
 
 

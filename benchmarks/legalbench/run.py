@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         folder_ok = 0
         for q in queries:
             pq = parse_question(q.text)
-            folder_ok += bool(pq.hint) and folder_router.route(pq.hint, explicit=True)[:1] == [q.gold_files[0]]
+            folder_ok += bool(pq.hint) and folder_router.route(pq.hint)[:1] == [q.gold_files[0]]
         timings["folder_routing_s"] = round(time.perf_counter() - t, 2)
 
         rows: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
