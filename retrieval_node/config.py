@@ -354,6 +354,11 @@ class GlossaryConcept(_Strict):
     leads: bool = Field(False, description="A concept that asks about another (the consequences of breaching it): when "
                         "it is named, the other concepts named add no terms, clauses or headings (the question's own "
                         "words still name the clause asked about).")
+    sections: list[SectionType] = Field(default_factory=list, description="Stage-0 section types where the matter is "
+                                        "recorded (a registration in the title's INSTRUMENTS_REGISTER, arrears on the "
+                                        "TAX_ARREARS certificate): their chunks gain the glossary's `section_boost`, so "
+                                        "the record that shows there is none is read too (\"is there a lien?\" on a clean "
+                                        "title).")
     risk_kinds: list[str] = Field(default_factory=list, description="Risk kinds (configs/risk_signals.yaml) the concept "
                                   "asks about: a chunk the risk scan found material for one of them gains the glossary's "
                                   "`risk_boost` (\"is a special levy planned?\" is answered by the minutes that plan one, "
@@ -367,6 +372,7 @@ class Glossary(_Strict):
     term_weight: float = Field(0.7, ge=0.0, le=1.0, description="Share of the drafting terms' BM25 in the lexical score of a matched question.")
     heading_boost: float = Field(0.2, ge=0.0, le=1.0, description="Added to chunks under a section title with one of the concept's heading words.")
     risk_boost: float = Field(1.0, ge=0.0, le=2.0, description="Added to chunks the risk scan found material for one of a matched concept's `risk_kinds`.")
+    section_boost: float = Field(0.3, ge=0.0, le=1.0, description="Added to chunks of a matched concept's `sections`.")
     concepts: dict[str, GlossaryConcept] = Field(default_factory=dict)
 
 

@@ -24,6 +24,9 @@ the *retrieve + rank* step differs; it is this stage's entry point, :meth:`Quest
    next definition or a section heading starts, at most ``DEFINE_REACH``) gain ``DEFINE_CONTINUE`` x that boost;
    chunks the risk scan found material for one of a matched concept's ``risk_kinds`` gain the glossary's
    ``risk_boost`` (a levy the minutes plan without the words "special levy");
+   chunks of the Stage-0 section types a matched concept is recorded in (its ``sections``: registrations in the
+   title's instruments register, arrears on the tax certificate) gain the glossary's ``section_boost``, so the record
+   that shows there is none is read too;
    chunks under a section title of a matched concept gain the glossary's ``heading_boost`` (an article's or section's
    title, or an annex's, exhibit's, schedule's or appendix's: a chunk that opens with a heading sits under it); a
    concept marked ``leads`` (the consequences of a breach) replaces the other concepts named; neighbour smoothing
@@ -675,6 +678,10 @@ class QuestionStage:
             risky = np.array([cid in hit for cid in ids], dtype=np.float64)
             if risky.any():
                 notes.append(f"question_risk: {int(risky.sum())} chunk(s) material for {', '.join(sorted(asked_kinds))}")
+        recorded = frozenset(str(getattr(x, "value", x)) for c in concepts for x in c.sections)
+        in_record = None
+        if recorded and g.section_boost:  # the sections such a matter is recorded in (the register that shows none too)
+            in_record = np.array([index.docs[d].chunks[i].section_type in recorded for d, pos in segments for i in pos], dtype=np.float64)
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
         defining = np.concatenate([index.docs[d].definitions(q.terms, st.define_continue, st.define_reach)[pos] for d, pos in segments]) \
             if q.terms and st.define_boost else None
@@ -693,6 +700,8 @@ class QuestionStage:
                 fused = fused + g.heading_boost * heads[a:b]
             if risky is not None:
                 fused = fused + g.risk_boost * risky[a:b]
+            if in_record is not None:
+                fused = fused + g.section_boost * in_record[a:b]
             if prior_arr is not None:
                 fused = fused + st.document_weight * prior_arr[a:b]
             fused_all[a:b] = fused

@@ -150,7 +150,8 @@ def test_the_subject_of_a_question_does_not_route_it_to_the_document_named_after
     ])])
     asked = deal.rank_question(DEAL, "Is there a builders' lien against the unit, and for how much?")
     assert asked.routed == []
-    assert {s.chunk.document_id for s in asked.scored[:3]} >= {lien_copy, TITLE}
+    # both: the copy and the title's register (whose three chunks the concept's `sections` favour)
+    assert {s.chunk.document_id for s in asked.scored[:4]} >= {lien_copy, TITLE}
     # words outside the subject still name a document (favoured, not routed): "on title" the title search, "the
     # lien copy" the copy
     on_title = deal.rank_question(DEAL, "Is there a builders' lien registered on title?")
@@ -727,3 +728,35 @@ def test_a_glossary_concept_naming_an_unknown_risk_kind_is_refused():
     concepts["special_levy"] = concepts["special_levy"].model_copy(update={"risk_kinds": ["special_levies"]})
     with pytest.raises(ValueError, match="glossary concept 'special_levy' names unknown risk kind"):
         type(config).model_validate({**config.model_dump(), "glossary": {**config.glossary.model_dump(), "concepts": {k: v.model_dump() for k, v in concepts.items()}}})
+
+
+def test_a_question_about_a_registration_reads_the_register_that_shows_none(deal, store, make_chunk, tmp_path):
+    """"Is there a builders' lien against the unit?" on a clean title: the answer is the title's register (it lists no
+    lien), not the contract clause or the lender's line that talk about liens. The concept names the Stage-0 sections
+    such a matter is recorded in (`sections`); their chunks gain the glossary's `section_boost`."""
+    _add_document(store, make_chunk, tmp_path, f"{DEAL}/purchase_terms.pdf", [
+        "Title. The Seller shall deliver title free of all liens, charges and encumbrances other than those the Buyer accepts in writing.",
+    ], role="PURCHASE_AGREEMENT")
+    _add_document(store, make_chunk, tmp_path, f"{DEAL}/lender_reporting.pdf", [
+        "Report to us any builders' lien, writ or caveat registered against the property before you ask for the advance.",
+    ], role="LENDER_INSTRUCTIONS")
+    question = "Is there a builders' lien registered against the unit?"
+    ranked = [s.chunk.document_id for s in deal.rank_question(DEAL, question).scored]
+    assert ranked[0] == TITLE  # the register (its two chunks list the owner and a caveat, no lien)
+    liens = deal.config.glossary.concepts["liens_and_encumbrances"]
+    assert "INSTRUMENTS_REGISTER" in [getattr(x, "value", x) for x in liens.sections]
+    with _concept(deal, "liens_and_encumbrances", liens.model_copy(update={"sections": []})):
+        plain = [s.chunk.document_id for s in deal.rank_question(DEAL, question).scored]
+        assert plain[0] != TITLE  # without the sections, a text about liens comes first
+
+
+def test_a_glossary_concept_naming_an_unknown_section_type_is_refused():
+    from pydantic import ValidationError
+
+    from retrieval_node.config import load_config
+
+    config = load_config()
+    data = config.model_dump()
+    data["glossary"]["concepts"]["liens_and_encumbrances"]["sections"] = ["TITLE_REGISTER"]
+    with pytest.raises(ValidationError, match=r"glossary\.concepts\.liens_and_encumbrances\.sections\.0"):
+        type(config).model_validate(data)
