@@ -307,14 +307,23 @@ def match_concepts(question: str, glossary: Glossary) -> tuple[str, ...]:
     return _concept_names(_concept_hits(question, glossary), glossary)
 
 
-def _concept_names(hits: list[tuple[int, int, str]], glossary: Glossary) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(name for _s, _e, name in hits))
+def _concept_names(hits: list[tuple[int, int, str, bool]], glossary: Glossary) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(name for _s, _e, name, asked in hits if asked))
     return tuple(n for n in names if glossary.concepts[n].leads) or names
 
 
-def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str]]:
-    """(first word, end word, concept) of each concept phrase :func:`match_concepts` counts, in question order (words
-    as :func:`_norm_phrase` splits them)."""
+#: Words that set a concept aside: "other than the seller's mortgage, is anything registered?" does not ask about
+#: the mortgage; "on top of the monthly fees" does not ask about the fees.
+SET_ASIDE = ("other than", "apart from", "aside from", "besides", "except", "except for", "excluding", "not counting",
+             "leaving aside", "on top of", "in addition to", "beyond")
+#: Words between a set-aside cue and the concept it sets aside ("other than [the seller's] mortgage").
+SET_ASIDE_GAP = 3
+
+
+def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str, bool]]:
+    """(first word, end word, concept, asked) of each concept phrase :func:`match_concepts` finds, in question order
+    (words as :func:`_norm_phrase` splits them); ``asked`` is False for a concept set aside by one of
+    :data:`SET_ASIDE` at most :data:`SET_ASIDE_GAP` words before it (it names no document either)."""
     words = _norm_phrase(question).split()
     hits: list[tuple[int, int, str]] = []  # (first word, end word, concept)
     for name, concept in glossary.concepts.items():
@@ -327,7 +336,8 @@ def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str
     for h in hits:
         if all(h[1] <= k[0] or h[0] >= k[1] for k in kept):
             kept.append(h)
-    return sorted(kept)
+    cue_ends = {j for cue in SET_ASIDE for _i, j in _phrase_at(words, cue)}
+    return [(i, j, name, not any(i - SET_ASIDE_GAP <= e <= i for e in cue_ends)) for i, j, name in sorted(kept)]
 
 
 def without_concepts(question: str, glossary: Glossary | None) -> str:
@@ -337,14 +347,14 @@ def without_concepts(question: str, glossary: Glossary | None) -> str:
     return question if glossary is None else _without(question, _concept_hits(question, glossary))
 
 
-def _without(question: str, hits: list[tuple[int, int, str]]) -> str:
+def _without(question: str, hits: list[tuple[int, int, str, bool]]) -> str:
     """``question`` without the words of ``hits`` (:func:`_concept_hits` of it), case kept."""
     if not hits:
         return question
     tokens = re.findall(r"[A-Za-z0-9]+", question.replace("’", "'").replace("'s", "").replace("'S", ""))
     if [t.lower() for t in tokens] != _norm_phrase(question).split():
         return question  # a spelling the two splits read differently: the whole question counts
-    dropped = {k for i, j, _n in hits for k in range(i, j)}
+    dropped = {k for i, j, _n, _asked in hits for k in range(i, j)}
     return " ".join(t for k, t in enumerate(tokens) if k not in dropped)
 
 

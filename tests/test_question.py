@@ -152,16 +152,20 @@ def test_the_subject_of_a_question_does_not_route_it_to_the_document_named_after
     assert asked.routed == []
     # both: the copy and the title's register (whose three chunks the concept's `sections` favour)
     assert {s.chunk.document_id for s in asked.scored[:4]} >= {lien_copy, TITLE}
-    # words outside the subject still name a document (favoured, not routed): "on title" the title search, "the
-    # lien copy" the copy
-    on_title = deal.rank_question(DEAL, "Is there a builders' lien registered on title?")
+    # words outside the subject still name a document (favoured, not routed): "the title search" the title search,
+    # "the lien copy" the copy
+    on_title = deal.rank_question(DEAL, "Does the title search show a builders' lien?")
     assert on_title.routed == [] and any(n.startswith(f"question_favoured: {TITLE} ") for n in on_title.notes)
     assert on_title.scored[0].chunk.document_id == TITLE
+    # "registered on title" is a subject too (registrations on title): no document named, the register read first
+    registered = deal.rank_question(DEAL, "Is there a builders' lien registered on title?")
+    assert not any(n.startswith("question_favoured") for n in registered.notes)
+    assert registered.scored[0].chunk.document_id == TITLE
     copy = deal.rank_question(DEAL, "What does the lien copy say about the work?")
     assert any(n.startswith(f"question_favoured: {lien_copy} ") for n in copy.notes)
     assert lien_copy in {s.chunk.document_id for s in copy.scored[:2]}  # beside the title's lien line (material: risk boost)
     glossary = deal.config.glossary
-    assert without_concepts("Is there a builders' lien registered on title?", glossary) == "Is there a registered on title"
+    assert without_concepts("Is there a builders' lien on the title?", glossary) == "Is there a on the title"
     assert without_concepts("Does the contract between Harlow and Quince set a deposit?", glossary) == \
         "Does the contract between Harlow and Quince set a"  # names keep their case: parties still route
     assert without_concepts("Is there a lien?", None) == "Is there a lien?"
@@ -745,7 +749,9 @@ def test_a_question_about_a_registration_reads_the_register_that_shows_none(deal
     assert ranked[0] == TITLE  # the register (its two chunks list the owner and a caveat, no lien)
     liens = deal.config.glossary.concepts["liens_and_encumbrances"]
     assert "INSTRUMENTS_REGISTER" in [getattr(x, "value", x) for x in liens.sections]
-    with _concept(deal, "liens_and_encumbrances", liens.model_copy(update={"sections": []})):
+    registrations = deal.config.glossary.concepts["title_registrations"]  # "registered against" names it too
+    with _concept(deal, "liens_and_encumbrances", liens.model_copy(update={"sections": []})), \
+            _concept(deal, "title_registrations", registrations.model_copy(update={"sections": []})):
         plain = [s.chunk.document_id for s in deal.rank_question(DEAL, question).scored]
         assert plain[0] != TITLE  # without the sections, a text about liens comes first
 
@@ -760,3 +766,32 @@ def test_a_glossary_concept_naming_an_unknown_section_type_is_refused():
     data["glossary"]["concepts"]["liens_and_encumbrances"]["sections"] = ["TITLE_REGISTER"]
     with pytest.raises(ValidationError, match=r"glossary\.concepts\.liens_and_encumbrances\.sections\.0"):
         type(config).model_validate(data)
+
+
+def test_a_concept_set_aside_is_not_asked_about():
+    """"Other than the seller's mortgage, is anything registered on title?" asks about the registrations, not the
+    mortgage; "on top of the monthly fees" does not ask about the fees. A set-aside concept names no document either."""
+    from retrieval_node.config import load_config
+    from retrieval_node.question import without_concepts
+
+    glossary = load_config().glossary
+    asked = match_concepts("Other than the seller's mortgage, is anything registered on title?", glossary)
+    assert "title_registrations" in asked and "mortgages_to_discharge" not in asked
+    assert "mortgages_to_discharge" in match_concepts("Which mortgage is paid out on closing?", glossary)
+    assert "condo_contributions" not in match_concepts("Is an assessment due on top of the monthly fees?", glossary)
+    assert "condo_contributions" in match_concepts("Are the monthly fees paid up?", glossary)
+    for cue in ("apart from", "besides", "excluding", "in addition to", "except for"):
+        assert "mortgages_to_discharge" not in match_concepts(f"{cue} the mortgage, what is registered against the unit?", glossary)
+    # four words after the cue: asked again ("other than that, which mortgage is paid out?")
+    assert "mortgages_to_discharge" in match_concepts("Other than that, on closing which mortgage is paid out?", glossary)
+    assert without_concepts("Other than the mortgage, is anything registered against it?", glossary) == "Other than the is anything it"
+
+
+def test_every_risk_the_scan_recognises_can_be_asked_about():
+    """Each risk kind of the shipped lexicon (but the catch-all "other") is named by a glossary concept, so a question
+    about it gains the chunks the scan found material for it (`risk_kinds`)."""
+    from retrieval_node.config import load_config
+
+    config = load_config()
+    named = {k for concept in config.glossary.concepts.values() for k in concept.risk_kinds}
+    assert config.risk_signals.kinds() - {"other"} <= named, sorted(config.risk_signals.kinds() - {"other"} - named)
