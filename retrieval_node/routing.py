@@ -10,7 +10,8 @@ Agreement between CopAcc and ToP Mentors; ...". :func:`split_hint` finds such a 
   ("LENDER_INSTRUCTIONS" -> "lender instructions") and its year — weighted by its IDF over the names. Words of
   four letters or more match by their first six letters anywhere in the name squashed to ``[a-z0-9]``
   ("sqiller" in "ndasqillerbetatesters", "lender's" in "lenderinstructions"); shorter words must be a whole
-  token of the name. Normalised by the total IDF of the description's words that occur in some name.
+  token of the name (for a question's words in passing, four-letter words too: "list the charges" does not name
+  the "listing" search). Normalised by the total IDF of the description's words that occur in some name.
 * **head BM25** (weight ``head_weight``): BM25 of the description against the name plus the opening
   ``head_chars`` characters of the document (its title and parties), divided by the best score.
 
@@ -144,12 +145,16 @@ class DocumentRouter:
             self._bm25.index(self._tok, show_progress=False)
 
     def name_scores(self, hint: str, *, drop_generic: bool = False) -> np.ndarray:
+        """Per document, the IDF-weighted share of the description's words found in its name (``drop_generic``: a
+        question's words in passing, without :data:`GENERIC` ones; a four-letter word must then be a whole token of
+        the name too: "list the charges" does not name the "listing" search)."""
         n = len(self.docs)
         name = np.zeros(n)
         total = 0.0
         words = hint_words(hint, drop_generic=drop_generic)
+        whole = 4 if drop_generic else 3
         for w in sorted(words | (initials(hint) - words)):
-            if len(w) <= 3 or w not in words:  # short words and acronyms: a whole token of the name
+            if len(w) <= whole or w not in words:  # short words and acronyms: a whole token of the name
                 hit = np.array([w in t for t in self._tokens])
             else:
                 hit = np.array([w[:6] in s for s in self._squashed])

@@ -182,6 +182,13 @@ def test_router_routes_a_description_and_gives_evidence_for_a_name_in_passing():
     assert named[0] == 1.0 and named[1:].max() < 1.0
     assert not router.evidence("is there a right of first refusal?").any()
     assert not router.evidence("what does the document say?").any()
+    # a four-letter word in passing names a document only as a whole word of its name ("list" is not "listing")
+    searches = DocumentRouter([DocumentDescription("a/title_search_listing_2025.pdf", "TITLE_SEARCH", "2025", "Title"),
+                               DocumentDescription("a/title_search_current.pdf", "TITLE_SEARCH", "2026", "Title")])
+    listed = searches.evidence("List the money charges on title.")
+    assert listed[0] == listed[1]
+    assert list(searches.evidence("What did the listing search show?")) == [1.0, 0.0]
+    assert searches.route("the list") == ["a/title_search_listing_2025.pdf"]  # an explicit description still matches a part
     # an acronym is a whole token of a name, never a run of letters inside one
     acr = DocumentRouter([DocumentDescription("a/BCGD_nda.txt", "OTHER", "", "Agreement"),
                           DocumentDescription("a/abcgdx_supply.txt", "OTHER", "", "Agreement")])
@@ -785,6 +792,18 @@ def test_a_concept_set_aside_is_not_asked_about():
     # four words after the cue: asked again ("other than that, which mortgage is paid out?")
     assert "mortgages_to_discharge" in match_concepts("Other than that, on closing which mortgage is paid out?", glossary)
     assert without_concepts("Other than the mortgage, is anything registered against it?", glossary) == "Other than the is anything it"
+
+
+def test_plain_words_name_the_conveyancing_concepts():
+    """A buyer's or a clerk's words reach the same concepts as the drafting terms."""
+    from retrieval_node.config import load_config
+
+    glossary = load_config().glossary
+    assert "special_levy" in match_concepts("Is there an extra assessment on the suite?", glossary)
+    assert "property_tax" in match_concepts("Are the city taxes paid?", glossary)
+    assert "condo_contributions" in match_concepts("Are the condo dues paid up?", glossary)
+    assert "litigation" in match_concepts("Is the corporation in a court case?", glossary)
+    assert "special_levy" not in match_concepts("What is the assessed value for taxes?", glossary)
 
 
 def test_every_risk_the_scan_recognises_can_be_asked_about():
