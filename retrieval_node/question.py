@@ -342,8 +342,8 @@ def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str
 
 def without_concepts(question: str, glossary: Glossary | None) -> str:
     """The question's words without the glossary phrases it names, case kept: what the document evidence of a question
-    with no explicit document description reads. Its subject is not a document's name: "is there a builders' lien registered on title?"
-    asks about a lien, wherever the deal shows one, not about the document called "lien copy" alone."""
+    with no explicit document description reads. Its subject is not a document's name: "is there a builders' lien
+    against the unit?" asks about a lien, wherever the deal shows one, not about the document called "lien copy"."""
     return question if glossary is None else _without(question, _concept_hits(question, glossary))
 
 
