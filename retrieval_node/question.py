@@ -318,6 +318,13 @@ SET_ASIDE = ("other than", "apart from", "aside from", "besides", "except", "exc
              "leaving aside", "on top of", "in addition to", "beyond")
 #: Words between a set-aside cue and the concept it sets aside ("other than [the seller's] mortgage").
 SET_ASIDE_GAP = 3
+#: Words that name a baseline, not where the answer is: "registered since the November 2025 search" asks about the
+#: searches after it. The noun phrase after one (or after a :data:`SET_ASIDE` cue) names no document.
+BASELINE = ("since",)
+_CLAUSE_END = re.compile(r"[,;:?!.]")
+#: Words that end the baseline's noun phrase ("besides the seller's mortgage | that must be cleared from title").
+_PHRASE_END = frozenset("that which who whom whose is are was were has have had must should will would can could may "
+                        "shall does do did and but or".split())
 
 
 def _concept_hits(question: str, glossary: Glossary) -> list[tuple[int, int, str, bool]]:
@@ -348,13 +355,22 @@ def without_concepts(question: str, glossary: Glossary | None) -> str:
 
 
 def _without(question: str, hits: list[tuple[int, int, str, bool]]) -> str:
-    """``question`` without the words of ``hits`` (:func:`_concept_hits` of it), case kept."""
-    if not hits:
-        return question
-    tokens = re.findall(r"[A-Za-z0-9]+", question.replace("’", "'").replace("'s", "").replace("'S", ""))
-    if [t.lower() for t in tokens] != _norm_phrase(question).split():
+    """``question`` without the words of ``hits`` (:func:`_concept_hits` of it) and the noun phrase after a set-aside
+    or baseline cue (up to a punctuation mark, a relative pronoun, a verb such as "is" / "was" / "must", or "and"),
+    case kept."""
+    text = question.replace("’", "'").replace("'s", "").replace("'S", "")
+    spans = [(m.start(), m.end()) for m in re.finditer(r"[A-Za-z0-9]+", text)]
+    tokens = [text[a:b] for a, b in spans]
+    words = [t.lower() for t in tokens]
+    if words != _norm_phrase(question).split():
         return question  # a spelling the two splits read differently: the whole question counts
     dropped = {k for i, j, _n, _asked in hits for k in range(i, j)}
+    for cue in (*SET_ASIDE, *BASELINE):  # "since the listing search", "other than the lien copy": not where to look
+        for _i, j in _phrase_at(words, cue):
+            k = j
+            while k < len(tokens) and words[k] not in _PHRASE_END and not (k > j and _CLAUSE_END.search(text[spans[k - 1][1]:spans[k][0]])):
+                dropped.add(k)
+                k += 1
     return " ".join(t for k, t in enumerate(tokens) if k not in dropped)
 
 

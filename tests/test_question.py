@@ -791,7 +791,7 @@ def test_a_concept_set_aside_is_not_asked_about():
         assert "mortgages_to_discharge" not in match_concepts(f"{cue} the mortgage, what is registered against the unit?", glossary)
     # four words after the cue: asked again ("other than that, which mortgage is paid out?")
     assert "mortgages_to_discharge" in match_concepts("Other than that, on closing which mortgage is paid out?", glossary)
-    assert without_concepts("Other than the mortgage, is anything registered against it?", glossary) == "Other than the is anything it"
+    assert without_concepts("Other than the mortgage, is anything registered against it?", glossary) == "Other than is anything it"
 
 
 def test_plain_words_name_the_conveyancing_concepts():
@@ -814,3 +814,35 @@ def test_every_risk_the_scan_recognises_can_be_asked_about():
     config = load_config()
     named = {k for concept in config.glossary.concepts.values() for k in concept.risk_kinds}
     assert config.risk_signals.kinds() - {"other"} <= named, sorted(config.risk_signals.kinds() - {"other"} - named)
+
+
+def test_a_document_named_as_the_baseline_is_not_where_the_question_looks(deal, store, make_chunk, tmp_path, monkeypatch):
+    """"Has anything been registered since the March 2025 search?" names the older search as its baseline: the answer
+    is in the later one. Words after "since" (or "other than", "besides", ...) up to the end of their noun phrase name
+    no document, so the older search is not favoured and the new registration comes first."""
+    import retrieval_node.question as question
+
+    older = f"{DEAL}/title_search_march_2025.pdf"
+    current = f"{DEAL}/title_search_current.pdf"
+    _add_document(store, make_chunk, tmp_path, older, [
+        "Title search printed March 12, 2025. Registered owner: Wendell Harlow. Mortgage 192 440 118 to Northgate Credit Union.",
+    ], role="TITLE_SEARCH", section="INSTRUMENTS_REGISTER")
+    new_line = "Caveat 262 031 977 registered 2026/02/02 by Birchwood Roofing Ltd.: builders' lien claim of $12,400 for roof work."
+    _add_document(store, make_chunk, tmp_path, current, [
+        "Title search printed April 20, 2026. Registered owner: Wendell Harlow. Mortgage 192 440 118 to Northgate Credit Union.",
+        new_line,
+    ], role="TITLE_SEARCH", section="INSTRUMENTS_REGISTER")
+    asked = "Has anything been registered on title since the March 2025 search was printed?"
+    ranked = deal.rank_question(DEAL, asked)
+    assert not any(n.startswith("question_favoured") and older in n for n in ranked.notes)
+    assert ranked.scored[0].chunk.content == new_line
+    assert question.without_concepts("Is anything besides the lien copy that must be cleared from title?", deal.config.glossary) == \
+        "Is anything besides that must be cleared from title"  # the noun phrase ends at "that"
+    monkeypatch.setattr(question, "BASELINE", ())
+    plain = deal.rank_question(DEAL, asked)  # without the rule the March search is favoured: it climbs
+    assert any(n.startswith("question_favoured") and older in n for n in plain.notes)
+
+    def place(result):
+        return [s.chunk.document_id for s in result.scored].index(older)
+
+    assert place(plain) < place(ranked)
