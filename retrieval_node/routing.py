@@ -51,6 +51,10 @@ _IN_THE = re.compile(
 )
 
 
+#: Where a description of several documents divides: before "the/this/that/our/their" after "and", "or", "&" or a comma.
+_SEVERAL = re.compile(r"\s*(?:,\s*(?:and\s+|or\s+)?|\s(?:and|or|&)\s+)(?=(?:the|this|that|our|their)\s)", re.IGNORECASE)
+
+
 def split_hint(question: str) -> tuple[str, str]:
     """``(document description, the rest)`` of an explicit form, else ``("", question)``.
 
@@ -195,14 +199,20 @@ class DocumentRouter:
         return s / top if top > 0 else s
 
     def route(self, hint: str) -> list[str]:
-        """The document ids an explicit description names (the best; ties kept, sorted), or [] when it names none."""
+        """The document ids an explicit description names (the best; ties kept, sorted), or [] when it names none. A
+        description of several documents ("the lender's instructions and the purchase contract": each after "and",
+        "or" or a comma opens with "the", "this", "that", "our" or "their"; never one that says "between": "the
+        agreement between the buyer and the seller" names parties) routes to the best of each."""
         if not self.docs or not hint.strip():
             return []
-        s = self.scores(hint)
-        top = float(s.max())
-        if top <= 0:
-            return []
-        return sorted(self.docs[i].document_id for i in range(len(self.docs)) if s[i] >= top - 1e-12)
+        out: set[str] = set()
+        parts = [hint] if re.search(r"\bbetween\b", hint, re.IGNORECASE) else _SEVERAL.split(hint)  # parties, not documents
+        for part in (p for p in parts if p.strip()):
+            s = self.scores(part)
+            top = float(s.max())
+            if top > 0:
+                out.update(self.docs[i].document_id for i in range(len(self.docs)) if s[i] >= top - 1e-12)
+        return sorted(out)
 
     def rank(self, hint: str) -> list[tuple[str, float]]:
         s = self.scores(hint)

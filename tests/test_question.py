@@ -846,3 +846,16 @@ def test_a_document_named_as_the_baseline_is_not_where_the_question_looks(deal, 
         return [s.chunk.document_id for s in result.scored].index(older)
 
     assert place(plain) < place(ranked)
+
+
+def test_an_explicit_description_of_two_documents_routes_to_both(deal):
+    """"In the lender's instructions and the purchase contract, ..." names two documents: both are searched, nothing
+    else. Parties joined by "and" ("the contract between Harlow and the Buyer") are not two documents."""
+    ranking = deal.rank_question(DEAL, "In the lender's instructions and the purchase contract, when is the deposit made?")
+    assert ranking.routed == sorted([LENDER, PURCHASE])
+    assert {s.chunk.document_id for s in ranking.scored} == {LENDER, PURCHASE}
+    assert deal.rank_question(DEAL, "In the lender's instructions, when is the deposit made?").routed == [LENDER]
+    docs = [DocumentDescription("a/purchase_contract.pdf", "PURCHASE_AGREEMENT", "", "Contract between Harlow and Quince"),
+            DocumentDescription("a/seller_disclosure.pdf", "OTHER", "", "Seller's property disclosure statement")]
+    assert DocumentRouter(docs).route("the contract between Harlow and the seller") == ["a/purchase_contract.pdf"]
+    assert DocumentRouter(docs).route("the contract, the seller disclosure") == sorted(d.document_id for d in docs)
