@@ -647,7 +647,8 @@ class QuestionStage:
             prior = dict(zip(ids_, router.evidence(text).tolist(), strict=True))
             favoured = sorted(d for d, v in prior.items() if v >= 1.0)
             if favoured and len(favoured) < len(prior):
-                notes.append(f"question_favoured: {', '.join(favoured)} (named in {text!r}; the rest of the deal still searched)")
+                notes.append(f"question_favoured: {', '.join(favoured)} (named in passing by {' '.join(text.split())!r}: "
+                             "the question's words outside its subject and baselines; the rest of the deal still searched)")
         timings["routing_ms"] = (time.perf_counter() - t1) * 1000
         concepts = [self.config.glossary.concepts[c] for c in q.concepts]
         if concepts:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -859,3 +860,25 @@ def test_an_explicit_description_of_two_documents_routes_to_both(deal):
             DocumentDescription("a/seller_disclosure.pdf", "OTHER", "", "Seller's property disclosure statement")]
     assert DocumentRouter(docs).route("the contract between Harlow and the seller") == ["a/purchase_contract.pdf"]
     assert DocumentRouter(docs).route("the contract, the seller disclosure") == sorted(d.document_id for d in docs)
+
+
+_WORDS = st.sampled_from(["since", "other", "than", "besides", "the", "mortgage", "lien", "title", "search", "listing",
+                          "2025", "is", "that", "and", "Harlow's", "on", "top", "of", "fees", "what", "registered", "against"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(_WORDS, max_size=14), marks=st.lists(st.sampled_from(["", "", "", ",", "?", ".", ";"]), max_size=14))
+def test_the_words_a_question_names_documents_by_are_a_subsequence_of_it(words, marks):
+    """Whatever the question, what its document evidence reads is some of its own words in order (concept phrases,
+    set-aside and baseline phrases taken out), and every concept hit lies inside the question."""
+    from retrieval_node.config import load_config
+    from retrieval_node.question import _concept_hits, _norm_phrase, without_concepts
+
+    glossary = load_config().glossary
+    question = " ".join(w + (marks[i] if i < len(marks) else "") for i, w in enumerate(words))
+    kept = without_concepts(question, glossary).split()
+    source = [t for t in re.findall(r"[A-Za-z0-9]+", question.replace("'s", ""))]
+    it = iter(source)
+    assert all(any(k == t for t in it) for k in kept)  # a subsequence
+    n = len(_norm_phrase(question).split())
+    assert all(0 <= i < j <= n for i, j, _name, _asked in _concept_hits(question, glossary))
