@@ -367,10 +367,10 @@ def _without(question: str, hits: list[tuple[int, int, str, bool]]) -> str:
     dropped = {k for i, j, _n, _asked in hits for k in range(i, j)}
     for cue in (*SET_ASIDE, *BASELINE):  # "since the listing search", "other than the lien copy": not where to look
         for _i, j in _phrase_at(words, cue):
-            k = j
-            while k < len(tokens) and words[k] not in _PHRASE_END and not (k > j and _CLAUSE_END.search(text[spans[k - 1][1]:spans[k][0]])):
+            for k in range(j, len(tokens)):
+                if words[k] in _PHRASE_END or (k > j and _CLAUSE_END.search(text[spans[k - 1][1]:spans[k][0]])):
+                    break  # the noun phrase ends at a verb, a relative pronoun or a punctuation mark
                 dropped.add(k)
-                k += 1
     return " ".join(t for k, t in enumerate(tokens) if k not in dropped)
 
 
@@ -441,6 +441,7 @@ class _Doc:
     toc: np.ndarray
     _lexical: LexicalIndex | None = None
     _heading_hits: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
+    _section_hits: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
     _definitions: dict[Any, np.ndarray] = field(default_factory=dict)
 
     def lexical(self) -> LexicalIndex:
@@ -481,6 +482,14 @@ class _Doc:
         if hit is None:
             pat = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
             hit = self._heading_hits[words] = np.array([bool(pat and p and pat.search(p)) for p in self.paths], dtype=np.float64)
+        return hit
+
+
+    def section_hits(self, sections: tuple[str, ...]) -> np.ndarray:
+        """1 for a chunk whose Stage-0 section type is one of ``sections``, else 0 (memoised like the headings)."""
+        hit = self._section_hits.get(sections)
+        if hit is None:
+            hit = self._section_hits[sections] = np.array([c.section_type in sections for c in self.chunks], dtype=np.float64)
         return hit
 
 
@@ -705,10 +714,10 @@ class QuestionStage:
             risky = np.array([cid in hit for cid in ids], dtype=np.float64)
             if risky.any():
                 notes.append(f"question_risk: {int(risky.sum())} chunk(s) material for {', '.join(sorted(asked_kinds))}")
-        recorded = frozenset(str(getattr(x, "value", x)) for c in concepts for x in c.sections)
-        in_record = None
-        if recorded and g.section_boost:  # the sections such a matter is recorded in (the register that shows none too)
-            in_record = np.array([index.docs[d].chunks[i].section_type in recorded for d, pos in segments for i in pos], dtype=np.float64)
+        recorded = tuple(sorted({x.value for c in concepts for x in c.sections}))
+        # the sections such a matter is recorded in (the register that shows none too)
+        in_record = np.concatenate([index.docs[d].section_hits(recorded)[pos] for d, pos in segments]) \
+            if recorded and g.section_boost else None
         toc = np.concatenate([index.docs[d].toc[pos] for d, pos in segments])
         defining = np.concatenate([index.docs[d].definitions(q.terms, st.define_continue, st.define_reach)[pos] for d, pos in segments]) \
             if q.terms and st.define_boost else None

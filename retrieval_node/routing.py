@@ -148,15 +148,15 @@ class DocumentRouter:
         if self._tok is not None:
             self._bm25.index(self._tok, show_progress=False)
 
-    def name_scores(self, hint: str, *, drop_generic: bool = False) -> np.ndarray:
-        """Per document, the IDF-weighted share of the description's words found in its name (``drop_generic``: a
-        question's words in passing, without :data:`GENERIC` ones; a four-letter word must then be a whole token of
-        the name too: "list the charges" does not name the "listing" search)."""
+    def name_scores(self, hint: str, *, in_passing: bool = False) -> np.ndarray:
+        """Per document, the IDF-weighted share of the description's words found in its name (``in_passing``: a
+        question's words, not a description: without :data:`GENERIC` ones, and a four-letter word must be a whole
+        token of the name too: "list the charges" does not name the "listing" search)."""
         n = len(self.docs)
         name = np.zeros(n)
         total = 0.0
-        words = hint_words(hint, drop_generic=drop_generic)
-        whole = 4 if drop_generic else 3
+        words = hint_words(hint, drop_generic=in_passing)
+        whole = 4 if in_passing else 3
         for w in sorted(words | (initials(hint) - words)):
             if len(w) <= whole or w not in words:  # short words and acronyms: a whole token of the name
                 hit = np.array([w in t for t in self._tokens])
@@ -191,7 +191,7 @@ class DocumentRouter:
         name plus ``head_weight`` x its proper nouns (parties, years) in the document's head, divided by the best."""
         if not self.docs or not text.strip():
             return np.zeros(len(self.docs))
-        s = self.name_scores(text, drop_generic=True)
+        s = self.name_scores(text, in_passing=True)
         nouns = proper_nouns(text)
         if nouns:
             s = s + self.head_weight * self.head_scores(nouns)
