@@ -172,12 +172,22 @@ def current_rss_mb() -> float | None:
 def rss_parts_mb() -> dict[str, float] | None:
     """The current RSS split (Linux ``/proc/self/status``): ``anon`` (the process's own heap: what it allocated) and
     ``file`` (mapped files: shared libraries and the store's memory-mapped vector and payload files, clean pages the
-    kernel can drop and read again), in MB; None elsewhere."""
+    kernel can drop and read again), in MB; with ``pss`` / ``pss_file`` (``/proc/self/smaps_rollup``) where the kernel
+    gives them: the same memory with each page counted once however many mappings share it (qdrant-edge maps a
+    vector file twice, once for random and once for sequential reads, and RSS counts a page read through both
+    twice). None elsewhere."""
     try:
         rows = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(("RssAnon", "RssFile")))
-        return {"anon": round(int(rows["RssAnon"].split()[0]) / 1024, 1), "file": round(int(rows["RssFile"].split()[0]) / 1024, 1)}
+        out = {"anon": round(int(rows["RssAnon"].split()[0]) / 1024, 1), "file": round(int(rows["RssFile"].split()[0]) / 1024, 1)}
     except (OSError, ValueError, KeyError, IndexError):
         return None
+    try:
+        roll = dict(line.split(":", 1) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:] if ":" in line)
+        out["pss"] = round(int(roll["Pss"].split()[0]) / 1024, 1)
+        out["pss_file"] = round(int(roll["Pss_File"].split()[0]) / 1024, 1)
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    return out
 
 
 def _busy_jiffies() -> int | None:

@@ -1067,6 +1067,10 @@ def _parts(parts: dict[str, float] | None) -> str | None:
     return f"{parts['anon']:,.0f} / {parts['file']:,.0f}" if parts else None
 
 
+def _pss(parts: dict[str, float] | None) -> str | None:
+    return f"{parts['pss']:,.0f} / {parts['pss_file']:,.0f}" if parts and "pss" in parts else None
+
+
 def _found(check: dict[str, Any]) -> str:
     found = "listing fails" if check["audit_found"] is None else f"{check['audit_found']:,}"
     return f"{found} / {check['audit_expected']:,}"
@@ -1101,6 +1105,7 @@ def _row(res: dict[str, Any]) -> dict[str, Any]:
         "errors (warm + seq + concurrent)": node["warm"]["errors"] + node["concurrency"]["sequential_errors"] + node["concurrency"]["concurrent_errors"],
         "peak RSS after node (MB)": res["rss_mb"]["peak_after_node"],
         "  RSS after node: own heap / mapped files (MB)": _parts(res["rss_mb"].get("current_after_node_parts")),
+        "  PSS after node: total / mapped files (MB; each page once)": _pss(res["rss_mb"].get("current_after_node_parts")),
         "peak RSS at end, incl. naive (MB)": res["rss_mb"]["peak_at_end"],
         "Mem0 intact before concurrency": "yes" if res["integrity_before_concurrency"]["ok"] else "NO",
         "Mem0 intact after concurrency": "yes" if res["integrity_after_concurrency"]["ok"] else "NO",

@@ -46,6 +46,12 @@ class RetrievalConfig(_Strict):
         description="'edge': embedded qdrant-edge shard in the store directory (the default). "
         "'qdrant': qdrant-client, against vector_db_url (a server URL, ':memory:' or a local path).",
     )
+    vector_datatype: Literal["float16", "float32"] = Field(
+        "float16",
+        description="How a new store keeps its vectors: 'float16' (half the vector files and the memory their pages take; "
+        "queries are still compared in float32) or 'float32'. An existing store or collection keeps the datatype it was "
+        "created with, whatever this says.",
+    )
     vector_db_url: str | None = Field(
         None,
         description="Qdrant server URL (http://host:6333) for chunk vectors and Mem0's collections. "

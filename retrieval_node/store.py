@@ -236,12 +236,12 @@ class Store:
             qclient = _qdrant_client(config, home) if needs_client else _throwaway_client()
             closers.append(qclient)
             if rc.vector_backend == "edge":
-                chunks: ChunkIndex = EdgeChunkIndex.open(home / "vectors", dimension=rc.embedding_dimension)
+                chunks: ChunkIndex = EdgeChunkIndex.open(home / "vectors", dimension=rc.embedding_dimension, datatype=rc.vector_datatype)
                 edge_shards.append(chunks)
             else:
                 remote = bool(rc.vector_db_url and "://" in rc.vector_db_url)
                 chunks = QdrantChunkIndex(qclient, f"{rc.collection_prefix}_chunks", dimension=rc.embedding_dimension,
-                                          retries=rc.vector_db_retries if remote else 0)
+                                          retries=rc.vector_db_retries if remote else 0, datatype=rc.vector_datatype)
             closers.insert(0, chunks)
             shared = SharedEmbeddings(embedder)
             memory = build_memory(
@@ -252,7 +252,8 @@ class Store:
                 history_db_path=str(home / HISTORY_DB),
             )
             if rc.mem0_vector_store == "edge":
-                mem_store = EdgeMemoryStore.open(home / "mem0_edge", dimension=rc.embedding_dimension, collection_name=f"{rc.collection_prefix}_mem0")
+                mem_store = EdgeMemoryStore.open(home / "mem0_edge", dimension=rc.embedding_dimension, collection_name=f"{rc.collection_prefix}_mem0",
+                                                 datatype=rc.vector_datatype)
                 attach(memory, mem_store)
                 closers.insert(0, mem_store)
                 edge_shards.append(mem_store)

@@ -316,3 +316,89 @@ def test_zone_searches_go_as_one_batch_and_give_the_same_packages(sample_store):
     finally:
         sample_store.chunks = real
     assert all(len(hashes) == 1 for hashes in packages.values()), packages
+
+
+def test_a_shard_keeps_the_vector_datatype_it_was_created_with(tmp_path):
+    from retrieval_node.backends.vectors import recorded_datatype
+
+    points = _many_points(n_deals=1, per_deal=60)
+    for made, asked in (("float32", "float16"), ("float16", "float32")):
+        path = tmp_path / made
+        ix = EdgeChunkIndex.open(path, dimension=384, datatype=made)
+        ix.upsert(points)
+        q = points[5].vector
+        before = [(h.chunk_id, h.window) for h in ix.search(q, SearchScope("D0"), 10)]
+        ix.close()
+        assert recorded_datatype(path, EdgeChunkIndex.VECTOR) == made
+        ix = EdgeChunkIndex.open(path, dimension=384, datatype=asked)  # the other datatype asked: the shard's own is kept
+        assert recorded_datatype(path, EdgeChunkIndex.VECTOR) == made
+        assert [(h.chunk_id, h.window) for h in ix.search(q, SearchScope("D0"), 10)] == before
+        assert before[0] == (points[5].payload["chunk_id"], points[5].payload["window"])
+        ix.upsert(_many_points(n_deals=2, per_deal=10)[10:])  # and takes new points
+        assert ix.count() == 70
+        ix.close()
+    assert recorded_datatype(tmp_path / "none", EdgeChunkIndex.VECTOR) is None
+    with pytest.raises(ValueError, match="unknown vector datatype"):
+        EdgeChunkIndex.open(tmp_path / "bad", dimension=8, datatype="int8")
+
+
+def test_float16_vectors_take_half_the_space_and_score_within_a_thousandth(tmp_path):
+    points = _many_points(n_deals=1, per_deal=1500)  # over the indexing threshold: compaction writes one vector matrix
+    sizes, scores = {}, {}
+    for datatype in ("float32", "float16"):
+        ix = EdgeChunkIndex.open(tmp_path / datatype, dimension=384, datatype=datatype)
+        ix.upsert(points)
+        ix.compact()
+        scores[datatype] = {(i, h.chunk_id, h.window): h.score for i, q in enumerate(points[:20]) for h in ix.search(q.vector, SearchScope("D0"), 1500)}
+        ix.close()
+        sizes[datatype] = sum(p.stat().st_size for p in (tmp_path / datatype).rglob("matrix.dat"))
+    assert sizes["float32"] >= 1500 * 384 * 4, sizes
+    assert sizes["float16"] < 0.6 * sizes["float32"], sizes
+    assert scores["float32"].keys() == scores["float16"].keys()
+    assert len(scores["float32"]) == 20 * 1500
+    assert max(abs(scores["float32"][k] - scores["float16"][k]) for k in scores["float32"]) < 1e-3  # measured: 7e-5
+
+
+def test_float16_and_float32_stores_give_the_same_packages(sample_store, tmp_path, embedder, node_config):
+    """The default (float16) stores each vector in half the bytes; every bundled deal x profile gets the same chunks in
+    the same order, the same material risks and the same token total as from float32 vectors (the scores move in
+    the fourth decimal, so package hashes differ)."""
+    from retrieval_node.evaluation import EVAL_TRUST, bundled_deals
+    from retrieval_node.ingest import add_patterns, read_patterns
+
+    from tests.conftest import SAMPLE_DATA
+
+    assert sample_store.config.retrieval.vector_datatype == "float16"
+    config32 = node_config.model_copy(update={"retrieval": node_config.retrieval.model_copy(update={"vector_datatype": "float32"})})
+    st32 = Store.open(tmp_path / "f32", config=config32, embedder=embedder)
+    try:
+        assert Ingestor(st32).ingest(sorted(SAMPLE_DATA.glob("*/chunks.jsonl"))).rejected == []
+        add_patterns(st32, read_patterns(SAMPLE_DATA / "patterns.jsonl")[0])
+        compared = 0
+        for deal in bundled_deals():
+            for name in ("investigator", "tax", "condo", "scribe"):
+                got = []
+                for st in (sample_store, st32):
+                    agent = RetrievalAgent(st, trust=EVAL_TRUST)
+                    pkg, summary = agent.retrieve_sync(agent.intent_for(name, deal_id=deal.deal_id))
+                    got.append(([c.chunk_id for c in pkg.ordered_chunks], pkg.total_tokens, pkg.risk_summary, summary.material_risks))
+                    agent.close()
+                assert got[0] == got[1], (deal.deal_id, name)
+                compared += 1
+        assert compared == 12
+        agent = RetrievalAgent(st32, trust=EVAL_TRUST)
+        before = agent.retrieve_sync(agent.intent_for("condo", deal_id=bundled_deals()[0].deal_id))[0]
+        agent.close()
+    finally:
+        st32.close()
+    st32 = Store.open(tmp_path / "f32", config=node_config, embedder=embedder)  # the default (float16) asked of a float32 store
+    try:
+        from retrieval_node.backends.vectors import recorded_datatype
+
+        assert recorded_datatype(tmp_path / "f32" / "vectors", EdgeChunkIndex.VECTOR) == "float32"
+        agent = RetrievalAgent(st32, trust=EVAL_TRUST)
+        again = agent.retrieve_sync(agent.intent_for("condo", deal_id=bundled_deals()[0].deal_id))[0]
+        agent.close()
+        assert again.package_hash == before.package_hash  # nothing stored was lost or converted
+    finally:
+        st32.close()

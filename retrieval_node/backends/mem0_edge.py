@@ -38,7 +38,7 @@ import numpy as np
 from mem0.vector_stores.base import VectorStoreBase
 
 from ..errors import BackendError
-from .vectors import EdgeShardLifecycle, exact_params, open_edge_shard
+from .vectors import EdgeShardLifecycle, check_datatype, exact_params, open_edge_shard
 
 VECTOR = "dense"
 
@@ -77,10 +77,13 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         self._written = 0
 
     @classmethod
-    def open(cls, path: str | Path, *, dimension: int, collection_name: str = "mem0") -> EdgeMemoryStore:
+    def open(cls, path: str | Path, *, dimension: int, collection_name: str = "mem0", datatype: str = "float32") -> EdgeMemoryStore:
+        """Mem0's shard at ``path`` (created with ``datatype`` when new; an existing one keeps its own)."""
+        check_datatype(datatype)
         path = Path(path)
         try:
-            shard = open_edge_shard(path, vector=VECTOR, dimension=dimension, indexes={name: "keyword" for name in KEYWORD_INDEXES}, tenant="user_id")
+            shard = open_edge_shard(path, vector=VECTOR, dimension=dimension, indexes={name: "keyword" for name in KEYWORD_INDEXES}, tenant="user_id",
+                                    datatype=datatype)
         except Exception as exc:
             raise BackendError(f"cannot open Mem0's qdrant-edge shard at {path}: {exc}") from exc
         return cls(shard, path=path, dimension=dimension, collection_name=collection_name)

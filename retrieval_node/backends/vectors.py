@@ -205,7 +205,18 @@ def _hits_in_scope(raw: list[tuple[float, dict[str, Any]]], scope: SearchScope) 
 COMPACT_AFTER_POINTS = 5_000
 
 
-def edge_config(qe: Any, vector: str, dimension: int) -> Any:
+#: How a shard's vectors are stored: ``float16`` halves the vector files (and the memory their pages take) with the
+#: same chunks in the same order on every fixture package (README, *Performance*); ``float32`` as before.
+VECTOR_DATATYPES = ("float32", "float16")
+
+
+def check_datatype(datatype: str) -> str:
+    if datatype not in VECTOR_DATATYPES:
+        raise ValueError(f"unknown vector datatype {datatype!r} (expected one of {', '.join(VECTOR_DATATYPES)})")
+    return datatype
+
+
+def edge_config(qe: Any, vector: str, dimension: int, datatype: str = "float32") -> Any:
     """The qdrant-edge shard configuration of both embedded shards: everything on disk, read through mmap.
 
     Vectors, payloads, payload indexes, the id tracker and the (unbuilt, ``m=0``) HNSW graph are ``Cold``:
@@ -214,15 +225,33 @@ def edge_config(qe: Any, vector: str, dimension: int) -> Any:
     what a plain segment always did), and a compacted segment stores each tenant's points together (the tenant's
     keyword index has ``is_tenant``), so the pages touched are those of the deals in use. Segments written since
     the last compaction are appendable and not yet grouped by tenant; :meth:`EdgeShardLifecycle.compact` fixes that.
+    ``datatype`` (:data:`VECTOR_DATATYPES`) is how the vectors are stored; queries are compared in float32 either way.
     """
+    check_datatype(datatype)
     cold = qe.Memory.Cold
+    stored = qe.VectorStorageDatatype.Float16 if datatype == "float16" else None  # None: qdrant's float32, as before
     return qe.EdgeConfig(
-        vectors={vector: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine, memory=cold)},
+        vectors={vector: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine, memory=cold, datatype=stored)},
         payload_memory=cold,
         id_tracker_memory=cold,
         hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=0, memory=cold),
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1_000),
     )
+
+
+def recorded_datatype(path: Path, vector: str) -> str | None:
+    """How the shard at ``path`` stores ``vector`` (its ``edge_config.json``: no ``datatype`` is float32), or None
+    when there is no shard there yet."""
+    import json
+
+    try:
+        recorded = json.loads((path / "edge_config.json").read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot read the qdrant-edge shard configuration {path / 'edge_config.json'}: {exc}") from exc
+    params = (recorded.get("vectors") or {}).get(vector) or {}
+    return str(params.get("datatype") or "float32").lower()
 
 
 def index_params(qe: Any, kind: str, *, tenant: bool = False) -> Any:
@@ -237,16 +266,18 @@ def index_params(qe: Any, kind: str, *, tenant: bool = False) -> Any:
     raise ValueError(f"unknown payload index kind {kind!r}")
 
 
-def open_edge_shard(path: Path, *, vector: str, dimension: int, indexes: dict[str, str], tenant: str) -> Any:
+def open_edge_shard(path: Path, *, vector: str, dimension: int, indexes: dict[str, str], tenant: str, datatype: str = "float32") -> Any:
     """Load the shard at ``path`` with :func:`edge_config`, or create it with its payload indexes.
 
     A shard created before this configuration (vectors in RAM, indexes in RAM) loads and works as before;
-    its data moves to the on-disk layout at its next :meth:`EdgeShardLifecycle.compact`.
+    its data moves to the on-disk layout at its next :meth:`EdgeShardLifecycle.compact`. ``datatype`` applies to a
+    new shard; an existing one keeps the datatype it was created with (qdrant-edge refuses to load it under another).
     """
     import qdrant_edge as qe
 
-    config = edge_config(qe, vector, dimension)
-    if (path / "edge_config.json").exists():
+    recorded = recorded_datatype(path, vector)
+    config = edge_config(qe, vector, dimension, recorded or datatype)
+    if recorded is not None:
         return qe.EdgeShard.load(str(path), config)
     path.mkdir(parents=True, exist_ok=True)
     shard = qe.EdgeShard.create(str(path), config)
@@ -345,10 +376,12 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
         self._written = 0
 
     @classmethod
-    def open(cls, path: str | Path, *, dimension: int) -> EdgeChunkIndex:
+    def open(cls, path: str | Path, *, dimension: int, datatype: str = "float32") -> EdgeChunkIndex:
+        """The shard at ``path`` (created with ``datatype`` when new; an existing one keeps its own)."""
+        check_datatype(datatype)
         path = Path(path)
         try:
-            shard = open_edge_shard(path, vector=cls.VECTOR, dimension=dimension, indexes=cls.INDEXES, tenant="deal_id")
+            shard = open_edge_shard(path, vector=cls.VECTOR, dimension=dimension, indexes=cls.INDEXES, tenant="deal_id", datatype=datatype)
         except Exception as exc:
             raise BackendError(f"cannot open the qdrant-edge shard at {path}: {exc}") from exc
         return cls(shard, path=path)
@@ -449,10 +482,12 @@ class QdrantChunkIndex(DerivedSearch):
     filter cheap on a server (local mode ignores indexes and scans).
     """
 
-    def __init__(self, client: Any, collection: str, *, dimension: int, retries: int = 0, backoff_s: float = 0.2) -> None:
+    def __init__(self, client: Any, collection: str, *, dimension: int, retries: int = 0, backoff_s: float = 0.2,
+                 datatype: str = "float32") -> None:
         self._client = client
         self.collection = collection
         self.dimension = dimension
+        self.datatype = check_datatype(datatype)  # a new collection's; an existing one keeps the datatype it was created with
         self.retries = retries
         self.backoff_s = backoff_s
         self._ensure_collection()
@@ -482,7 +517,8 @@ class QdrantChunkIndex(DerivedSearch):
             if not self._client.collection_exists(self.collection):
                 self._client.create_collection(
                     self.collection,
-                    vectors_config=qm.VectorParams(size=self.dimension, distance=qm.Distance.COSINE),
+                    vectors_config=qm.VectorParams(size=self.dimension, distance=qm.Distance.COSINE,
+                                                   datatype=qm.Datatype.FLOAT16 if self.datatype == "float16" else None),
                 )
                 for field in INDEXED_FIELDS:
                     self._client.create_payload_index(self.collection, field, field_schema=qm.PayloadSchemaType.KEYWORD)
