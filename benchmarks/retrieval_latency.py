@@ -992,6 +992,12 @@ def run_size(size: int, args: argparse.Namespace) -> dict[str, Any]:
             filler = Filler(args, size, config, embedder, counter, Ingestor(store))  # deal ids and sizes; regenerates for the naive path
             store.bump(filler.deal_ids)
             fill["rss_after_open_mb"] = current_rss_mb()
+            try:  # how the store keeps its vectors (float32 before vector_datatype existed)
+                from retrieval_node.backends.vectors import recorded_datatype
+
+                fill["vector_datatype"] = recorded_datatype(home / "vectors", "dense")
+            except ImportError:
+                fill["vector_datatype"] = "float32"
             # a long-lived process opens the store before its first calls: the index files qdrant-edge dropped from the
             # page cache at the last close are read back in the background (retrieval.warm_page_cache); the first
             # calls below start once that is done, as they would some time after a server started
@@ -1095,6 +1101,7 @@ def _row(res: dict[str, Any]) -> dict[str, Any]:
         "fresh-process CLI retrieve wall max (s)": (node.get("cli") or {}).get("wall_s_max"),
         "  CLI loaded the model": {True: "yes", False: "no", None: "-"}[(node.get("cli") or {}).get("model_loaded_any")],
         "ingest precompute (ms / chunk)": res["fill"].get("precompute_ms_per_chunk"),
+        "store's vector datatype": res["fill"].get("vector_datatype"),
         "naive p50 (ms)": (naive.get("total") or {}).get("p50_ms"),
         "  Mem0 search p50 (ms)": (naive.get("mem0_search") or {}).get("p50_ms"),
         "  query_points p50 (ms)": (naive.get("qdrant_query_points") or {}).get("p50_ms"),
