@@ -13,6 +13,16 @@ REPO = Path(__file__).resolve().parent.parent
 QUERIES = REPO.parent / "shared" / "bench" / "legalbench-rag" / "queries" / "contractnli_dev.json"
 
 
+def _one_deal_set(root: Path, deal: str, chunks: list) -> Path:
+    """A set folder laid out as the dev sets are (``deals/<deal>.jsonl``, an empty ``gold/``) holding one deal."""
+    from tests.conftest import write_jsonl
+
+    (root / "deals").mkdir(parents=True)
+    (root / "gold").mkdir()
+    write_jsonl(root / "deals" / f"{deal}.jsonl", chunks)
+    return root
+
+
 def _run(args: list[str], out: Path) -> dict:
     proc = subprocess.run([sys.executable, *args, "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -121,17 +131,13 @@ def test_legalbench_reopens_a_kept_store_with_the_backend_its_vectors_came_from(
 def test_question_risks_runs_on_a_set_folder(tmp_path, make_chunk):
     """benchmarks/question_risks.py on a one-deal set written here (deals/ + gold/ as the dev sets lay them out): it
     fills the store, asks its questions and counts the gold material chunks of each asked kind that were packed."""
-    from tests.conftest import write_jsonl
-
     deal = "2026-QRB-0001"
     minutes = make_chunk("Item 3. Roof. The reserve fund cannot cover the $640,000 roof replacement. The Board will present a funding "
                          "proposal of about $9,800 per unit at a general meeting in June, payable in two instalments.",
                          deal_id=deal, document_id=f"{deal}/minutes.pdf", role="CONDO_DOCS", section="CONDO_MINUTES", page=4)
     bylaw = make_chunk("Article 7. Levies. The Corporation may raise a special levy by special resolution of the owners.",
                        deal_id=deal, document_id=f"{deal}/bylaws.pdf", role="CONDO_DOCS", section="CONDO_BYLAWS", page=2)
-    (tmp_path / "set" / "deals").mkdir(parents=True)
-    (tmp_path / "set" / "gold").mkdir()
-    write_jsonl(tmp_path / "set" / "deals" / f"{deal}.jsonl", [minutes, bylaw])
+    _one_deal_set(tmp_path / "set", deal, [minutes, bylaw])
     (tmp_path / "set" / "gold" / f"{deal}.json").write_text(json.dumps(
         {"deal_id": deal, "intents": {"condo_check": {"gold": [{"chunk_id": minutes.chunk_id, "kind": "material"}]}}}))
     data = _run(["benchmarks/question_risks.py", "--set-dir", str(tmp_path / "set"), "--store", str(tmp_path / "store")], tmp_path / "qr.json")
@@ -144,16 +150,13 @@ def test_deal_questions_scores_ranks_and_packages(tmp_path, make_chunk):
     """benchmarks/deal_questions.py on a one-deal set and a question file written here: the first answer chunk's rank
     comes from the product's ranking, package recall from the product's package; a bad question line is refused
     with its line and field named."""
-    from tests.conftest import write_jsonl
-
     deal = "2026-DQB-0001"
     deposit = make_chunk("3.1 Deposit. The Buyer shall pay a deposit of $25,000 to the Seller's brokerage within two Business "
                          "Days after the Conditions are removed, to be held in trust.",
                          deal_id=deal, document_id=f"{deal}/contract.pdf", role="PURCHASE_AGREEMENT", section="GENERAL", page=2)
     possession = make_chunk("4.1 Possession. The Buyer takes vacant possession at noon on the Completion Day, 30 June 2026.",
                             deal_id=deal, document_id=f"{deal}/contract.pdf", role="PURCHASE_AGREEMENT", section="GENERAL", page=3)
-    (tmp_path / "set" / "deals").mkdir(parents=True)
-    write_jsonl(tmp_path / "set" / "deals" / f"{deal}.jsonl", [deposit, possession])
+    _one_deal_set(tmp_path / "set", deal, [deposit, possession])
     lines = [{"id": "a", "deal_id": deal, "split": "dev", "category": "fact", "question": "How much is the deposit and when is it due?",
               "gold": [{"chunk_id": deposit.chunk_id, "role": "answer"}]},
              {"id": "b", "deal_id": deal, "split": "held", "category": "fact", "question": "When does the buyer get possession?",
