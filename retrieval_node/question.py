@@ -484,7 +484,6 @@ class _Doc:
             hit = self._heading_hits[words] = np.array([bool(pat and p and pat.search(p)) for p in self.paths], dtype=np.float64)
         return hit
 
-
     def section_hits(self, sections: tuple[str, ...]) -> np.ndarray:
         """1 for a chunk whose Stage-0 section type is one of ``sections``, else 0 (memoised like the headings)."""
         hit = self._section_hits.get(sections)
