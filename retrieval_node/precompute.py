@@ -46,7 +46,7 @@ from .config import NodeConfig, RiskLexicon
 from .errors import BackendError
 from .models import quoted_body, sha256_hex
 from .query_cache import owner_only_sqlite
-from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, mentioned_entities, risk_signal
+from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, mentioned_entities, risk_signals
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +191,10 @@ class ChunkFindings:
             if mfp is not None:
                 found = mentioned_entities(content, entities)
                 named.append((mfp, deal_id, chunk_id, json.dumps(sorted(found)) if found else None))
-            for s in self.settings if "findings" in parts else ():
-                sig = risk_signal(content, s.lexicon, s.domains, shortfall_ratio=SHORTFALL_RATIO)
+            if "findings" not in parts or not self.settings:
+                continue
+            signals = risk_signals(content, [(s.lexicon, s.domains) for s in self.settings], shortfall_ratio=SHORTFALL_RATIO)
+            for s, sig in zip(self.settings, signals, strict=True):
                 spans = None
                 if sig.material:  # the excerpt the packager quotes when a risk chunk does not fit whole (asked of risk chunks)
                     spans = json.dumps({str(n): best_risk_span(content, s.lexicon, s.domains, max_chars=n, shortfall_ratio=SHORTFALL_RATIO)

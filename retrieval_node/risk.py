@@ -531,9 +531,10 @@ def _benign_subject(text: str, end: int, subjects: Sequence[str], window: int) -
     status = _STATUS_NEGATED.search(after)
     if status:
         return status.group(1)
-    for subject in subjects:
-        if term_pattern(subject).search(after):
-            return subject
+    if _any_occurs(subjects, after):
+        for subject in subjects:
+            if term_pattern(subject).search(after):
+                return subject
     _, hi = _sentence_bounds(text, end)
     return _introduced_subject(_instrument_window(text, end, min(max(hi - end, 0), 3 * window)), subjects)
 
@@ -543,6 +544,8 @@ _SUBJECT_INTRO = r"(?:re|under|pursuant to|in respect of|regarding|by virtue of|
 
 
 def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
+    if not _any_occurs(subjects, span):  # the subject itself must stand in the span
+        return None
     for subject in subjects:
         if re.search(r"\b" + _SUBJECT_INTRO + term_pattern(subject).pattern, span):
             return subject
@@ -589,15 +592,24 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     hi = min(hi, end + window)
     span = text[lo:hi]
     own = own_registration(text, start, end)
-    for cue in cues:
-        if _cue_in(span, cue, own):
-            return cue
+    if _any_occurs(cues, span):
+        for cue in cues:
+            if _cue_in(span, cue, own):
+                return cue
     line_end = text.find("\n", end)
     after = text[end:min(line_end if line_end != -1 else len(text), end + 2 * window)]
-    for cue in _BACKWARD_CUES:
-        if _cue_in(after, cue, own):
-            return cue
+    if _any_occurs(_BACKWARD_CUES, after):
+        for cue in _BACKWARD_CUES:
+            if _cue_in(after, cue, own):
+                return cue
     return None
+
+
+def _any_occurs(phrases: Sequence[str], span: str) -> bool:
+    """Whether any of ``phrases`` matches in ``span`` as :func:`term_pattern` spells it: one search of their union, so a
+    span in which none occurs (most) is not searched once per phrase."""
+    union = any_term_pattern(tuple(phrases))
+    return union is not None and union.search(span) is not None
 
 
 #: What the clause decided about the thing the term names. Closed: considered and turned down, or over and done
@@ -1405,7 +1417,8 @@ def _occurring_terms(low: str, lexicon: RiskLexicon, domains: Sequence[str]) -> 
         return []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
     canon = canonical(low)
     # a term whose letters between spaces and apostrophes do not all stand in the text cannot match (term_runs)
-    return [t for t, runs in terms if all(r in canon for r in runs)]
+    has = canon.__contains__
+    return [t for t, runs in terms if all(map(has, runs))]
 
 
 def _numeric_findings(text: str, low: str, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> list[tuple[str, str]]:
@@ -1464,17 +1477,58 @@ def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shor
     is a special levy however it is worded. A kind is *material* when one of its mentions reaches
     :data:`MATERIAL_WEIGHT`.
     """
+    return risk_signals(text, ((lexicon, domains),), shortfall_ratio=shortfall_ratio)[0]
+
+
+def risk_signals(text: str, settings: Sequence[tuple[RiskLexicon, Sequence[str]]], *, shortfall_ratio: float = 0.5) -> list[RiskSignal]:
+    """:func:`risk_signal` of ``text`` under each ``(lexicon, domains)`` of ``settings``, in order: each is what
+    :func:`risk_signal` returns, and a mention the settings share (the same term at the same place, read under the same
+    benign cues and subjects) is read once. Ingest reads every chunk under each profile's setting this way."""
     low = normalise_ocr(text)
-    matches: list[RiskMatch] = []
-    terms = _occurring_terms(low, lexicon, domains)
-    headings = _heading_lines(text) if terms else set()
-    for t in terms:
-        for m in term_pattern(t.term).finditer(low):
-            read = _read_mention(low, m, t, lexicon, headings)
-            if read is None:
-                continue
-            cue, factor, how = read
-            matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
+    headings: set[str] | None = None
+    reads: dict[tuple[int, int, int, object], tuple[str | None, float, str] | None] = {}
+    out = []
+    for lexicon, domains in settings:
+        matches: list[RiskMatch] = []
+        terms = _occurring_terms(low, lexicon, domains)
+        if terms and headings is None:
+            headings = _heading_lines(text)
+        for t in terms:
+            for m in term_pattern(t.term).finditer(low):
+                key = (id(t), m.start(), m.end(), _reading(lexicon, t.kind))
+                if key in reads:
+                    read = reads[key]
+                else:
+                    read = reads[key] = _read_mention(low, m, t, lexicon, headings or set())
+                if read is None:
+                    continue
+                cue, factor, how = read
+                matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
+        out.append(_signal_of(text, low, matches, lexicon, domains, shortfall_ratio))
+    return out
+
+
+def _reading(lexicon: RiskLexicon, kind: str) -> object:
+    """What reading a mention of ``kind`` takes from ``lexicon`` (:func:`_read_mention`): the benign window, cues and
+    subjects, and the terms of that kind (:func:`_disowned`). Two lexicons that agree on it read such a mention alike (a
+    profile's lexicon restricted to some kinds keeps all terms of those kinds)."""
+    hit = _READINGS.get(id(lexicon))
+    if hit is None or hit[0] is not lexicon:
+        common = (lexicon.benign_window_chars, tuple(lexicon.benign_cues), tuple(lexicon.benign_subjects))
+        by_kind: dict[str, set[str]] = {}
+        for spec in lexicon.domains.values():
+            for x in spec.terms:
+                by_kind.setdefault(x.kind, set()).add(x.term)
+        hit = _READINGS.put(id(lexicon), (lexicon, {k: (common, frozenset(v)) for k, v in by_kind.items()}))
+    return hit[1].get(kind)
+
+
+#: id of a lexicon -> (that lexicon, kind -> its :func:`_reading`): the entry keeps the lexicon alive so its id is not reused
+_READINGS: BoundedCache[int, tuple[RiskLexicon, dict[str, object]]] = BoundedCache(64)
+
+
+def _signal_of(text: str, low: str, matches: list[RiskMatch], lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> RiskSignal:
+    """The signal of a text's read mentions and of its numeric detectors (:func:`risk_signal`)."""
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
     matches = [m for m in matches if not any(o is not m and o.start <= m.start and m.end <= o.end and (o.end - o.start) > (m.end - m.start) for o in matches)]
     best = 0.0
@@ -1579,6 +1633,7 @@ __all__ = [
     "registration_age",
     "reserve_shortfall",
     "risk_signal",
+    "risk_signals",
     "row_value",
     "sentence_ends",
     "term_pattern",

@@ -1186,3 +1186,39 @@ def test_dates_and_asides_the_rules_read():
     assert negative_reserve_balance("the reserve fund balance ($910,000) is adequate") is None
     assert remedy_price(normalise_ocr("Order-of-magnitude cost: $4.2M - $5.0M")) == 5_000_000
     assert remedy_price(normalise_ocr("Contractor quotes received ($610K - $690K)")) == 690_000
+
+
+# --------------------------------------------------------------------------- several settings at once
+
+#: Texts that name risks of several domains, each read differently (a concrete lien, a discharged caveat, a levy
+#: approved, arrears at nil, a heading that only names a section); written for this test.
+_MIXED = [
+    ("ENCUMBRANCES, LIENS & INTERESTS\n231 044 118  02/03/2023  BUILDERS' LIEN  $48,210.00  Northgate Framing Ltd.\n"
+     "142 990 031  CAVEAT re: utility right of way\n\nTax arrears: NIL. Special levy of $3,400 per unit approved at the AGM."),
+    ("The seller confirms no writs or executions are registered. Caveat 221 556 781 was discharged by 231 000 417.\n"
+     "Property taxes for 2025 remain unpaid: $2,118.40 outstanding."),
+    ("Minutes, item 4: the board considered a special levy of $850 per unit and decided not to proceed.\n"
+     "Item 5: the reserve fund study recommends $410,000; the fund holds $96,500. A lis pendens was filed by the lender."),
+    "Nothing here names a risk: the purchaser will take possession at noon on the closing day.",
+]
+
+
+@pytest.mark.parametrize("text", _MIXED)
+def test_one_read_under_several_settings_is_each_setting_read_alone(text):
+    """``risk_signals`` reads a chunk under several settings sharing the mentions they have in common; each result is
+    exactly the signal ``risk_signal`` gives under that setting alone, whatever the order of the settings, with a
+    lexicon restricted to some kinds and one that knows no benign cue among them (a mention read under other cues is
+    read again)."""
+    from retrieval_node.risk import risk_signals
+
+    assert LEX is not None
+    narrow = LEX.only_kinds(["builders_lien", "special_levy", "tax_arrears"])
+    no_cues = LEX.model_copy(update={"benign_cues": [], "benign_subjects": []})
+    every = sorted(LEX.domains)
+    settings = [(LEX, ["title"]), (LEX, ["tax"]), (LEX, ["condo"]), (narrow, every), (LEX, every), (no_cues, every)]
+    alone = [risk_signal(text, lex, domains) for lex, domains in settings]
+    assert risk_signals(text, settings) == alone
+    assert risk_signals(text, settings[::-1]) == alone[::-1]
+    assert any(s.material for s in alone) == (text is not _MIXED[-1])
+    if text is _MIXED[0]:  # the routine caveat is benign only where the subjects are known
+        assert "caveat" not in alone[4].kinds and "caveat" in alone[5].kinds
