@@ -6,7 +6,9 @@ What is measured (issue 2 "Done when", issue 7 "Speed and scale"):
 1. N synthetic Stage-0 chunks (default 2,000; several deals; ~300-700 characters,
    a share of long chunks over MiniLM's 256 word pieces) are built with
    ``DocumentChunk.build`` and a real cl100k ``TiktokenCounter`` and written as
-   JSONL files (one per deal) to a temporary directory.
+   JSONL files (one per deal) to a temporary directory. They are dense in risk: about a third of
+   (chunk, risk setting) pairs carry a material risk, whose excerpt spans ingest works out too.
+   ``--chunk-dir`` takes the chunks of existing Stage-0 files instead (texts written by others).
 2. **raw embed**: the model alone on exactly the window texts the ingest embeds
    (``embedder.window_spans`` with the config's ``window_tokens`` /
    ``window_overlap_tokens``, chunks in the ingest's write order), in consecutive
@@ -35,6 +37,7 @@ The model is warmed before anything is timed.
 
     python benchmarks/ingest_throughput.py                 # 2,000 chunks
     python benchmarks/ingest_throughput.py --smoke         # 48 chunks, well under a minute
+    python benchmarks/ingest_throughput.py --chunk-dir ../shared/bench/deals/deals   # texts written by others
     RETRIEVAL_NODE_EMBEDDING_BACKEND=torch-bf16 python benchmarks/ingest_throughput.py   # another embedding backend
 
 Writes ``benchmarks/results/ingest_throughput.json`` (``ingest_throughput_smoke.json``
@@ -78,6 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--max-chars", type=int, default=650, help="target length of a normal chunk, upper bound (default 650)")
     ap.add_argument("--long-share", type=float, default=0.10, help="share of long chunks (1,400-2,600 characters, several windows; default 0.10)")
     ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--chunk-dir", default=None, help="ingest the Stage-0 JSONL files of this folder (every *.jsonl) instead of "
+                    "generated chunks: texts written by others, e.g. ../shared/bench/deals/deals")
     ap.add_argument("--config-dir", default=None, help="config directory (default: the package's configs)")
     ap.add_argument("--workdir", default=None, help="keep the JSONL files and the store here instead of a temporary directory")
     ap.add_argument("--repeats", type=int, default=2, help="ingest runs (each into a fresh store), interleaved with raw-embed runs: raw, ingest, raw, ..., raw (default 2)")
@@ -123,6 +128,16 @@ def generate_chunks(args: argparse.Namespace, counter: Any) -> list[Any]:
                 )
             )
     return chunks
+
+
+def read_chunk_dir(directory: Path, counter: Any) -> list[Any]:
+    """The valid chunks of every ``*.jsonl`` file of ``directory``, in file and line order."""
+    from retrieval_node.ingest import Rejection, read_chunks
+
+    files = sorted(directory.glob("*.jsonl"))
+    if not files:
+        raise SystemExit(f"--chunk-dir {directory}: no *.jsonl files")
+    return [item for f in files for _, item in read_chunks(f, count_tokens=counter.count) if not isinstance(item, Rejection)]
 
 
 def write_jsonl(chunks: list[Any], directory: Path) -> list[Path]:
@@ -251,7 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(old)
     try:
         t = time.perf_counter()
-        chunks = generate_chunks(args, counter)
+        chunks = read_chunk_dir(Path(args.chunk_dir), counter) if args.chunk_dir else generate_chunks(args, counter)
         files = write_jsonl(chunks, work / "chunks")
         generate_s = time.perf_counter() - t
 
@@ -319,6 +334,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     re_ = last["reingest"]
     all_unchanged = re_["ingested"] == 0 and re_["unchanged"] == n and not re_["rejected"]
     return {
+        "texts": f"Stage-0 files of {args.chunk_dir}" if args.chunk_dir else "generated (benchmarks/_synth.py, risk-dense)",
         "chunks": n,
         "deals": len(files),
         "embedding_batch_size": batch,
@@ -382,7 +398,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
         rows.append(row(f"raw embed, calls of {b} (one batch each)", x, f"calls of {c}: {best / x['chunks_per_s']:.2f}x (best)"))
     rows.append(row("re-ingest (same files, last store)", r["reingest"], f"{r['reingest']['unchanged']} unchanged, {r['reingest']['ingested']} ingested"))
     print()
-    print(f"Ingest throughput: {r['chunks']:,} chunks over {r['deals']} deals, {r['windows']:,} embedding windows "
+    print(f"Ingest throughput: {r['chunks']:,} chunks over {r['deals']} deals ({r['texts']}), {r['windows']:,} embedding windows "
           f"({r['long_chunks_multi_window']} chunks over one window); chunk length {r['chars']['min']}-{r['chars']['max']} chars (median {r['chars']['median']:.0f})")
     print(table(["stage", "seconds", "chunks/s", "windows/s", "other procs (cores)", "note"], rows, digits=2))
     print()
