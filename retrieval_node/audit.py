@@ -617,7 +617,9 @@ class SnapshotRows:
     for about a quarter of a call. The snapshot's bytes are the same as serialising the dicts.
     """
 
-    LIMIT = 50_000  # ~350 bytes a row: ~17 MB at most (kept as exact-size copies: see _kept)
+    #: rows kept: those of the recent calls on the deals a deal cache holds (12 deals x 3 agents x a few hundred
+    #: candidates), not more: a row costs ~350 bytes and its key ~500 more (50,000 rows held ~43 MB)
+    LIMIT = 16_384
 
     def __init__(self) -> None:
         self._rows: BoundedCache[tuple[object, ...], bytes] = BoundedCache(self.LIMIT)

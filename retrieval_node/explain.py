@@ -94,7 +94,7 @@ def risk_evidence(s: Scored, excerpt_for: Callable[[ChunkView], tuple[int, int] 
     return _around(text, start, start, max_chars)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=4096)  # keyed by the chunk's text: a larger cache kept the texts of deals no view holds any more
 def _term_evidence(text: str, terms: tuple[str, ...], max_chars: int) -> str | None:
     """The line around the first of ``terms`` found in ``text`` (kept: a warm call asks again about the same chunks)."""
     for term in terms:

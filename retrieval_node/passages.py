@@ -151,7 +151,7 @@ class Links:
         self._starting = {k: tuple(v) for k, v in starting.items()}
         self._ending = {k: tuple(v) for k, v in ending.items()}
         self._furniture: dict[str, set[str]] = {}
-        self._bodies: dict[str, tuple[str, ...]] = {}
+        self._ends: dict[str, tuple[str, ...]] = {}  # chunk id -> first and last line of its body (_body)
         self._claimed: dict[str, str | None] = {}
         self._partners: dict[str, tuple[str, ...]] = {}  # answers of partners(), final once asked (the chunks never change)
         self._lock = threading.Lock()
@@ -168,10 +168,17 @@ class Links:
         return found
 
     def _body(self, c: ChunkView) -> tuple[str, ...]:
-        body = self._bodies.get(c.chunk_id)
-        if body is None:
-            body = self._bodies[c.chunk_id] = tuple(body_lines(c.content, self._furniture_of(c.document_id)))
-        return body
+        """The first and last line of ``c``'s body (one line twice; () for no body): all a link reads of a chunk but a
+        label check (:meth:`_lines`). Only the ends are kept: a view lives across calls, its chunks' lines need not."""
+        ends = self._ends.get(c.chunk_id)
+        if ends is None:
+            body = self._lines(c)
+            ends = self._ends[c.chunk_id] = (body[0], body[-1]) if body else ()
+        return ends
+
+    def _lines(self, c: ChunkView) -> list[str]:
+        """Every line of ``c``'s body (its running header, footer and page number left out)."""
+        return body_lines(c.content, self._furniture_of(c.document_id))
 
     def _claim(self, c: ChunkView) -> str | None:
         """The one chunk ``c`` says it continues (before the checks that involve other chunks' claims)."""
@@ -184,7 +191,7 @@ class Links:
             near = [p for page in (c.page_start - 1, c.page_start) for pid in self._ending.get((c.document_id, page), ())
                     if pid != c.chunk_id and (p := self._by_id[pid]).page_start <= c.page_start and self._body(p)]
             if label is not None:
-                fits = [p for p in near if _has_label(self._body(p), label) and not _continues_label(self._body(p), label)]
+                fits = [p for p in near if _has_label(self._lines(p), label) and not _continues_label(self._body(p), label)]
             else:
                 fits = [p for p in near if leads_on(self._body(p)[-1])]
             if len(fits) == 1:

@@ -18,9 +18,15 @@ The pydantic models users exchange with the node (intents, packages, summaries) 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+
+
+def _shared(value: object) -> object:
+    """The one copy of a string the process keeps (:func:`sys.intern`); anything else as it is."""
+    return sys.intern(value) if type(value) is str else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,12 @@ class ChunkView:
     ingested_ts: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # the fields that take a handful of values in a deal (its id, documents, roles, sections, zones, the ingest
+        # instant) share one string each: a view of 2,000 chunks would otherwise hold 2,000 copies of each
+        for name in ("deal_id", "document_id", "document_role", "section_type", "sensitivity", "ingested_at", "document_created_at"):
+            object.__setattr__(self, name, _shared(getattr(self, name)))
+        object.__setattr__(self, "zones", tuple(map(_shared, self.zones)))
+        object.__setattr__(self, "entity_ids", tuple(map(_shared, self.entity_ids)))
         object.__setattr__(self, "page_range", f"{self.page_start}-{self.page_end}")
         object.__setattr__(self, "reading_key", (self.document_id, self.page_start, self.page_end, self.chunk_id))
         object.__setattr__(self, "ingested_ts", datetime.fromisoformat(self.ingested_at).timestamp())
