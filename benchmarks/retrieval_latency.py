@@ -100,7 +100,7 @@ from contextlib import contextmanager, nullcontext
 from copy import deepcopy
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -485,6 +485,17 @@ class Calls:
         return ms, summary
 
 
+class _Seen(NamedTuple):
+    """What the warm figures read of a call's summary; the summary itself is not kept (200 condo summaries with their
+    material risks held ~27 MB of this process's memory, counted in the node's peak RSS)."""
+
+    latency_ms: dict[str, float]
+    fallbacks: tuple[str, ...]
+    chunks_selected: int
+    tokens_selected: int
+    needs_human_input: bool
+
+
 def _stage_means(summaries: list[Any]) -> dict[str, float]:
     keys = sorted({k for s in summaries for k in s.latency_ms})
     return {k: round(statistics.mean(s.latency_ms.get(k, 0.0) for s in summaries), 3) for k in keys}
@@ -536,7 +547,8 @@ def measure_warm(calls: Calls, args: argparse.Namespace, deals: list[str], r: ra
                 continue
             lat.append(ms)
             per_agent[name].append(ms)
-            summaries.append(summary)
+            summaries.append(_Seen(summary.latency_ms, tuple(summary.fallbacks), summary.chunks_selected, summary.tokens_selected,
+                                   summary.needs_human_input))
     fallbacks = Counter(f.split(":", 1)[0] for s in summaries for f in s.fallbacks)
     return {
         "cold": _first_calls(cold, cold_phase),
