@@ -131,13 +131,20 @@ def generate_chunks(args: argparse.Namespace, counter: Any) -> list[Any]:
 
 
 def read_chunk_dir(directory: Path, counter: Any) -> list[Any]:
-    """The valid chunks of every ``*.jsonl`` file of ``directory``, in file and line order."""
+    """The chunks of every ``*.jsonl`` file of ``directory``, in file and line order; a line ingest would refuse stops
+    the run with its file, line and field (the figures are for the texts asked, all of them)."""
     from retrieval_node.ingest import Rejection, read_chunks
 
     files = sorted(directory.glob("*.jsonl"))
     if not files:
         raise SystemExit(f"--chunk-dir {directory}: no *.jsonl files")
-    return [item for f in files for _, item in read_chunks(f, count_tokens=counter.count) if not isinstance(item, Rejection)]
+    chunks = []
+    for f in files:
+        for _, item in read_chunks(f, count_tokens=counter.count):
+            if isinstance(item, Rejection):
+                raise SystemExit(f"--chunk-dir: {item.file}:{item.line}: {item.field}: {item.error}")
+            chunks.append(item)
+    return chunks
 
 
 def write_jsonl(chunks: list[Any], directory: Path) -> list[Path]:

@@ -42,6 +42,30 @@ def test_ingest_throughput_smoke(tmp_path):
 
 
 @pytest.mark.slow
+def test_ingest_throughput_on_existing_stage0_files(tmp_path, make_chunk):
+    """``--chunk-dir`` ingests the chunks of Stage-0 files written elsewhere (here: two deals written for the test),
+    all of them; a line ingest would refuse stops the run and names its file, line and field."""
+    from tests.conftest import write_jsonl
+
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    a = [make_chunk(f"Item {i}. The purchaser takes possession at noon on the completion day; keys at the brokerage.",
+                    deal_id="2026-CDB-0001", page=i) for i in (1, 2)]
+    b = [make_chunk("CAVEAT 231 004 118 registered 2023-05-02 by Lakeside Framing Ltd. re: builders' lien claim of $18,400.",
+                    deal_id="2026-CDB-0002")]
+    write_jsonl(texts / "one.jsonl", a)
+    write_jsonl(texts / "two.jsonl", b)
+    data = _run(["benchmarks/ingest_throughput.py", "--smoke", "--chunk-dir", str(texts)], tmp_path / "ingest.json")
+    r = data["results"]
+    assert r["chunks"] == 3 and r["deals"] == 2 and str(texts) in r["texts"]
+    assert r["reingest"]["all_unchanged"] is True and all(run["ingested"] == 3 for run in r["ingest_runs"])
+    write_jsonl(texts / "two.jsonl", b, extra_lines=['{"deal_id": "2026-CDB-0002"}'])
+    proc = subprocess.run([sys.executable, "benchmarks/ingest_throughput.py", "--smoke", "--chunk-dir", str(texts), "--out", str(tmp_path / "x.json")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0 and f"{texts / 'two.jsonl'}:2:" in proc.stderr
+
+
+@pytest.mark.slow
 def test_retrieval_latency_smoke(tmp_path):
     work = tmp_path / "work"
     data = _run(["benchmarks/retrieval_latency.py", "--smoke", "--workers", "2", "--workdir", str(work), "--keep"], tmp_path / "latency.json")
