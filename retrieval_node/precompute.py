@@ -156,6 +156,7 @@ class ChunkFindings:
     def __init__(self, path: Path, config: NodeConfig) -> None:
         self.path = path
         self.settings = risk_settings(config)
+        self._read_as = [(s.lexicon, s.domains) for s in self.settings]  # what risk_signals reads each chunk under
         self.fingerprint = fingerprint(config)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = owner_only_sqlite(path)
@@ -193,7 +194,7 @@ class ChunkFindings:
                 named.append((mfp, deal_id, chunk_id, json.dumps(sorted(found)) if found else None))
             if "findings" not in parts or not self.settings:
                 continue
-            signals = risk_signals(content, [(s.lexicon, s.domains) for s in self.settings], shortfall_ratio=SHORTFALL_RATIO)
+            signals = risk_signals(content, self._read_as, shortfall_ratio=SHORTFALL_RATIO)
             for s, sig in zip(self.settings, signals, strict=True):
                 spans = None
                 if sig.material:  # the excerpt the packager quotes when a risk chunk does not fit whole (asked of risk chunks)

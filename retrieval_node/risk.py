@@ -1494,8 +1494,9 @@ def risk_signals(text: str, settings: Sequence[tuple[RiskLexicon, Sequence[str]]
         if terms and headings is None:
             headings = _heading_lines(text)
         for t in terms:
+            reading = _reading(lexicon, t.kind)
             for m in term_pattern(t.term).finditer(low):
-                key = (id(t), m.start(), m.end(), _reading(lexicon, t.kind))
+                key = (id(t), m.start(), m.end(), reading)
                 if key in reads:
                     read = reads[key]
                 else:
