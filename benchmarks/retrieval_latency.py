@@ -162,6 +162,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--workdir", default=None, help="build stores under this directory (default: a temporary directory, removed afterwards)")
     ap.add_argument("--keep", action="store_true", help="keep the stores built under --workdir")
     ap.add_argument("--in-process", action="store_true", help="run every size in this process (peak RSS then accumulates over sizes)")
+    ap.add_argument("--memory-limit-mb", type=float, default=None, help="measure each size in a memory cgroup with this hard limit "
+                    "(heap and page cache together, as in a container; Linux, needs a writable cgroup): the store is filled "
+                    "outside the limit first, its files and the installed packages are dropped from the page cache, and the "
+                    "report gives the cgroup's peak, how often the limit was reached and OOM kills. Needs --workdir and --skip-naive")
     ap.add_argument("--out", default=None, help="JSON result path (default benchmarks/results/retrieval_latency.json)")
     ap.add_argument("--smoke", action="store_true", help="tiny run for CI (one size, 300 chunks, in one process; one CLI call): checks the script works, figures are not meaningful")
     ap.add_argument("--child-size", type=int, default=None, help=argparse.SUPPRESS)
@@ -198,6 +202,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.agent_list = [a.strip() for a in args.agents.split(",") if a.strip()]
     if not args.size_list or min(args.size_list) <= 0:
         ap.error("--sizes needs positive integers")
+    if args.memory_limit_mb is not None:
+        if args.memory_limit_mb <= 0:
+            ap.error("--memory-limit-mb needs a positive number of MB")
+        if args.in_process or args.smoke:
+            ap.error("--memory-limit-mb measures each size in its own child process: drop --in-process / --smoke")
+        if not args.workdir:
+            ap.error("--memory-limit-mb needs --workdir: the store is filled there outside the limit, then measured under it")
+        if not args.skip_naive:
+            ap.error("--memory-limit-mb needs --skip-naive: the naive path holds every chunk in RAM (over 2 GB at 100k chunks)")
     return args
 
 
@@ -1134,12 +1147,23 @@ def _row(res: dict[str, Any]) -> dict[str, Any]:
         "  RSS after node: own heap / mapped files (MB)": _parts(res["rss_mb"].get("current_after_node_parts")),
         "  PSS after node: total / mapped files (MB; each page once)": _pss(res["rss_mb"].get("current_after_node_parts")),
         "peak RSS at end, incl. naive (MB)": res["rss_mb"]["peak_at_end"],
+        **_limit_row(res.get("memory_limit")),
         "Mem0 intact before concurrency": "yes" if res["integrity_before_concurrency"]["ok"] else "NO",
         "Mem0 intact after concurrency": "yes" if res["integrity_after_concurrency"]["ok"] else "NO",
         "  audit memories found / written": _found(res["integrity_after_concurrency"]),
         "store fill (s)": res["fill"]["total_s"],
         "other processes during warm calls (cores)": node["warm"].get("other_processes_cores"),
         **_pool_row(node.get("process_pool")),
+    }
+
+
+def _limit_row(limit: dict[str, Any] | None) -> dict[str, Any]:
+    if not limit:
+        return {}
+    return {
+        f"memory limit (cgroup v{limit['cgroup_version']}, MB)": limit["limit_mb"],
+        "  cgroup peak: heap + page cache (MB)": limit.get("peak_mb"),
+        "  times the limit was reached / OOM kills": f"{limit.get('limit_hits')} / {limit.get('oom_kills')}",
     }
 
 
@@ -1189,9 +1213,13 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"packages: {pk['chunks_selected_mean']} chunks / {pk['tokens_selected_mean']} tokens on average; "
           f"needs_human_input {pk['needs_human_input_share']:.0%}; fallbacks {pk['fallback_kinds'] or 'none'}")
     cli = node.get("cli") or {}
+    fresh = node["fresh"] if (node.get("fresh") or {}).get("n") else None
     checks = [
-        ("first call p50 <= 150 ms", node["cold"]["p50_ms"] <= TARGETS["first_p50_ms"]),
-        ("first call p95 <= 300 ms", node["cold"]["p95_ms"] <= TARGETS["first_p95_ms"]),
+        # issue 18's first-call figure is on a freshly ingested deal; a deal the store held before the process opened it is also given
+        ("first call on a freshly written deal p50 <= 150 ms", bool(fresh) and fresh["p50_ms"] <= TARGETS["first_p50_ms"]),
+        ("p95 <= 300 ms", bool(fresh) and fresh["p95_ms"] <= TARGETS["first_p95_ms"]),
+        ("first call on a held deal p50 <= 150 ms", node["cold"]["p50_ms"] <= TARGETS["first_p50_ms"]),
+        ("p95 <= 300 ms", node["cold"]["p95_ms"] <= TARGETS["first_p95_ms"]),
         ("CLI <= 3 s wall without a model load", bool(cli) and (cli.get("wall_s_max") or 1e9) <= TARGETS["cli_wall_s"] and not cli.get("model_loaded_any")),
         ("warm p50 <= 30 ms", node["warm"]["p50_ms"] <= TARGETS["warm_p50_ms"]),
         ("warm p95 <= 80 ms", node["warm"]["p95_ms"] <= TARGETS["warm_p95_ms"]),
@@ -1212,6 +1240,30 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 def _child_argv(argv: list[str], size: int, out: Path) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), *argv, "--child-size", str(size), "--child-out", str(out)]
+
+
+def run_limited(size: int, args: argparse.Namespace, raw_argv: list[str], out: Path) -> tuple[subprocess.CompletedProcess[bytes], dict[str, Any]]:
+    """The measuring child of ``size`` in a memory cgroup of ``--memory-limit-mb`` (``_memlimit``). The store is filled
+    (or found, with ``--reuse-store``) by this process first, outside the limit; then the store's files and the
+    installed packages are dropped from the page cache, so what the child reads is charged to its cgroup."""
+    import sysconfig
+
+    from _memlimit import MemoryCgroup, MemoryLimitUnavailable, evict
+
+    home = Path(args.workdir) / f"store-{size}"
+    _ensure_filled(size, args, home)
+    argv = raw_argv if "--reuse-store" in raw_argv else [*raw_argv, "--reuse-store"]  # the child measures what was just filled
+    packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    try:
+        with MemoryCgroup(args.memory_limit_mb) as cg:
+            evicted = evict([home, *packages])
+            print(f"[{size:,}] measuring under a {args.memory_limit_mb:,.0f} MB memory limit (cgroup v{cg.version}; "
+                  f"{evicted['mb']:,.0f} MB of files dropped from the page cache first) ...", flush=True)
+            proc = subprocess.run(_child_argv(argv, size, out), preexec_fn=cg.enter)
+            usage = {**cg.usage(), "evicted_before": evicted}
+    except MemoryLimitUnavailable as exc:
+        raise SystemExit(f"--memory-limit-mb: {exc}") from exc
+    return proc, usage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1239,11 +1291,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory(prefix="rn-bench-child-") as tmp:
             out = Path(tmp) / "result.json"
-            proc = subprocess.run(_child_argv(raw_argv, size, out))
+            if args.memory_limit_mb is not None:
+                proc, limit = run_limited(size, args, raw_argv, out)
+            else:
+                proc, limit = subprocess.run(_child_argv(raw_argv, size, out)), None
             if proc.returncode != 0 or not out.exists():
-                print(f"size {size}: child process failed (exit {proc.returncode})", file=sys.stderr)
+                print(f"size {size}: child process failed (exit {proc.returncode})" + (f"; under the memory limit: {limit}" if limit else ""),
+                      file=sys.stderr)
                 return 1
-            results.append(json.loads(out.read_text(encoding="utf-8")))
+            results.append({**json.loads(out.read_text(encoding="utf-8")), **({"memory_limit": limit} if limit else {})})
     payload = {
         "benchmark": NAME,
         "date": started,
