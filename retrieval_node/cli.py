@@ -326,6 +326,44 @@ def compact(
     raise typer.Exit(0)
 
 
+#: retrieval_node.backends.vectors.VECTOR_DATATYPES, here without importing the backends for an argument check (a test keeps them equal)
+VECTOR_DATATYPES = ("float32", "float16")
+
+
+@app.command()
+def convert(
+    vector_datatype: Annotated[str, typer.Option("--vector-datatype", help="How the vectors are kept: float16 (half the "
+                                                  "vector files and the memory their pages take) or float32.")] = "float16",
+    store: StoreOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite an embedded store's vectors in another datatype, keeping every registration, pattern and audit entry.
+
+    A store made before float16 became the default keeps float32 vectors until this runs. Each shard is copied,
+    checked against the original, then swapped in; a run stopped half way is finished by running it again. The
+    store must not be open in another process. About a minute per 100k chunks, and the disk space of one more copy.
+    """
+    try:
+        if vector_datatype not in VECTOR_DATATYPES:
+            raise UsageError(f"--vector-datatype {vector_datatype!r}: valid values: {', '.join(VECTOR_DATATYPES)}")
+        home = _require_store(store)
+        from .store import Store
+
+        out = Store.convert_vectors(home, vector_datatype)
+    except RetrievalNodeError as exc:
+        _fail(exc, as_json)
+    if as_json:
+        typer.echo(json.dumps({"converted": out}))
+    elif not out:
+        typer.echo("nothing to convert: this store has no embedded qdrant-edge shard (its vectors live on a Qdrant server, "
+                   "whose collections keep the datatype they were created with)")
+    else:
+        for name, r in out.items():
+            typer.echo(f"{name}: " + (f"{r['from']} -> {r['to']}, {r['points']:,} points checked and swapped in ({r['seconds']:.0f} s)"
+                                      if r["converted"] else f"already {r['to']}"))
+    raise typer.Exit(0)
+
+
 @app.command()
 def precompute(
     deals: Annotated[list[str] | None, typer.Option("--deal", metavar="ID", show_default=False,

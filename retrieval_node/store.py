@@ -296,6 +296,20 @@ class Store:
         if legacy:
             log.warning("store %s: %s still in the in-memory layout of older stores (about 1 GB more RAM at 100k chunks); "
                         "run `retrieval-node compact --store %s` once (or ingest: closing after an ingest compacts)", home, ", ".join(legacy), home)
+        if rc.vector_datatype == "float16":
+            from .backends.vectors import recorded_datatype
+
+            wide = []
+            for part in (home / "vectors", home / "mem0_edge"):
+                try:
+                    if recorded_datatype(part, "dense") == "float32":
+                        wide.append(part.name)
+                except BackendError:  # the shard opened from that file a moment ago; a hint is not worth failing for
+                    pass
+            if wide:  # made before float16 was the default: the setting does not change an existing shard
+                log.warning("store %s: %s keep float32 vectors although vector_datatype is float16 (twice the vector files and the "
+                            "memory their pages take); run `retrieval-node convert --store %s` once to rewrite them, keeping every "
+                            "registration and audit entry", home, " and ".join(wide), home)
         store = cls(home=home, config=config, embedder=embedder, tokens=tokens, chunks=chunks, registry=registry, closers=closers,
                     edge_shards=edge_shards)
         store.page_cache = warmer
@@ -310,6 +324,50 @@ class Store:
             name = str(getattr(shard, "_path", None) or getattr(shard, "path", "?"))
             out[name] = shard.compact()
         return out
+
+    @classmethod
+    def convert_vectors(cls, home: str | Path | None, datatype: str, *, config: NodeConfig | None = None) -> dict[str, dict[str, Any]]:
+        """Rewrite the embedded store at ``home`` so both its qdrant-edge shards (chunk vectors, Mem0's memories) keep
+        their vectors as ``datatype`` (``float16`` halves the vector files and the memory their pages take). Every
+        point keeps its id and payload (registrations, patterns, audit entries); each copy is checked against the
+        original before it replaces it, and a run stopped half way is finished by the next one
+        (:mod:`~retrieval_node.backends.convert`). Takes the store's lock: the store must not be open elsewhere.
+        By shard directory, what was done. About a minute per 100k chunks; needs the disk space of one more copy of
+        the larger shard while it runs."""
+        from .backends.convert import convert_shard
+        from .backends.mem0_edge import KEYWORD_INDEXES
+        from .backends.mem0_edge import VECTOR as MEM0_VECTOR
+        from .backends.vectors import check_datatype, old_shard_dirs
+
+        check_datatype(datatype)
+        rc = (config or load_config()).retrieval
+        home = resolve_home(home)
+        if not _has_data(home):
+            raise StorePathError(f"no store at {home} (no {MANIFEST} and no shard directory)")
+        _usable_home(home)
+        shards = (
+            ("vectors", EdgeChunkIndex.VECTOR, EdgeChunkIndex.INDEXES, "deal_id"),
+            ("mem0_edge", MEM0_VECTOR, {name: "keyword" for name in KEYWORD_INDEXES}, "user_id"),
+        )
+        lock = _DirLock(home / ".lock")
+        lock.acquire()
+        try:
+            out: dict[str, dict[str, Any]] = {}
+            for name, vector, indexes, tenant in shards:
+                path = home / name
+                if not path.exists() and not old_shard_dirs(path):
+                    continue  # this store keeps that part on a Qdrant server, or has none yet
+                try:
+                    out[name] = convert_shard(path, vector=vector, dimension=rc.embedding_dimension, indexes=indexes, tenant=tenant,
+                                              datatype=datatype)
+                except BackendError:
+                    raise
+                except Exception as exc:
+                    raise BackendError(f"converting the qdrant-edge shard {path} to {datatype} failed: {exc}") from exc
+                _owner_only(path)
+            return out
+        finally:
+            lock.release()
 
     # -- query vectors (query_cache.py) --------------------------------------------------------
     def query_cache(self) -> QueryVectorCache | None:

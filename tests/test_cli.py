@@ -59,6 +59,8 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         (["retrieve", "--deal", "D", "--agent", "tax"], ["no store at .retrieval-node (from the default ./.retrieval-node)"]),
         (["replay", "aud_0123", "--store", "typo-store"], ["no store at typo-store"]),
         (["compact", "--store", "typo-store"], ["no store at typo-store"]),
+        (["convert", "--store", "typo-store"], ["no store at typo-store"]),
+        (["convert", "--vector-datatype", "int8", "--store", "typo-store"], ["--vector-datatype 'int8'", "float32, float16"]),
         (["precompute", "--store", "typo-store"], ["no store at typo-store"]),
         (["demo", "--deal", "2026-ACME-0042", "--store", "typo-store"], ["no store at typo-store"]),
         (["ingest", "missing.jsonl"], ["'missing.jsonl' does not exist"]),

@@ -266,6 +266,23 @@ def index_params(qe: Any, kind: str, *, tenant: bool = False) -> Any:
     raise ValueError(f"unknown payload index kind {kind!r}")
 
 
+def old_shard_dirs(path: Path) -> list[Path]:
+    """What a stopped ``retrieval-node convert`` left of the shard at ``path`` (``<name>.<datatype>-old``)."""
+    return sorted(p for p in path.parent.glob(f"{path.name}.*-old") if p.is_dir())
+
+
+def interrupted(path: Path) -> str | None:
+    """Why the shard at ``path`` cannot be opened as it is (a conversion stopped between its two renames: see
+    :mod:`.convert`), or None."""
+    if path.exists():
+        return None
+    old = old_shard_dirs(path)
+    if old:
+        return (f"the qdrant-edge shard {path} is missing and {old[0]} holds its data: a `retrieval-node convert` was "
+                "interrupted; run it again to finish (nothing is lost)")
+    return None
+
+
 def open_edge_shard(path: Path, *, vector: str, dimension: int, indexes: dict[str, str], tenant: str, datatype: str = "float32") -> Any:
     """Load the shard at ``path`` with :func:`edge_config`, or create it with its payload indexes.
 
@@ -279,6 +296,9 @@ def open_edge_shard(path: Path, *, vector: str, dimension: int, indexes: dict[st
     config = edge_config(qe, vector, dimension, recorded or datatype)
     if recorded is not None:
         return qe.EdgeShard.load(str(path), config)
+    why = interrupted(path)
+    if why:  # never an empty shard where a stopped conversion left the data beside it
+        raise BackendError(why)
     path.mkdir(parents=True, exist_ok=True)
     shard = qe.EdgeShard.create(str(path), config)
     for field, kind in indexes.items():
