@@ -341,7 +341,8 @@ def convert(
 
     A store made before float16 became the default keeps float32 vectors until this runs. Each shard is copied,
     checked against the original, then swapped in; a run stopped half way is finished by running it again. The
-    store must not be open in another process. About a minute per 100k chunks, and the disk space of one more copy.
+    store must not be open in another process. About two minutes and up to 3 GB of RAM per 100k chunks, and the disk
+    space of one more copy of the larger shard.
     """
     try:
         if vector_datatype not in VECTOR_DATATYPES:

@@ -332,8 +332,8 @@ class Store:
         point keeps its id and payload (registrations, patterns, audit entries); each copy is checked against the
         original before it replaces it, and a run stopped half way is finished by the next one
         (:mod:`~retrieval_node.backends.convert`). Takes the store's lock: the store must not be open elsewhere.
-        By shard directory, what was done. About a minute per 100k chunks; needs the disk space of one more copy of
-        the larger shard while it runs."""
+        By shard directory, what was done. About two minutes and up to 3 GB of RSS per 100k chunks (measured: 2 min
+        13 s, 3.0 GB); needs the disk space of one more copy of the larger shard while it runs."""
         from .backends.convert import convert_shard
         from .backends.mem0_edge import KEYWORD_INDEXES
         from .backends.mem0_edge import VECTOR as MEM0_VECTOR
