@@ -13,7 +13,7 @@ stay). Creating a cgroup needs write access to the cgroup file system (root in a
 subtree); :class:`MemoryCgroup` says which directory it tried when it cannot.
 
 >>> with MemoryCgroup(1536) as cg:                                              # doctest: +SKIP
-...     subprocess.run(cmd, preexec_fn=cg.enter)
+...     cg.run(cmd)
 >>> cg.usage()                                                                 # doctest: +SKIP
 {'limit_mb': 1536.0, 'peak_mb': 1535.9, 'limit_hits': 1597853, 'oom_kills': 0, ...}
 """
@@ -21,6 +21,8 @@ subtree); :class:`MemoryCgroup` says which directory it tried when it cannot.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -110,6 +112,19 @@ class MemoryCgroup:
         if self.path is None:
             raise RuntimeError("MemoryCgroup.enter outside its with-block")
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def run(self, cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+        """``subprocess.run(cmd)`` in the cgroup. A SIGTERM to this process while the child runs ends the child too
+        (``subprocess.run`` kills it on the way out), so the with-block can remove the cgroup; the handler before
+        is restored afterwards."""
+        def stop(signum: int, _frame: Any) -> None:
+            raise SystemExit(128 + signum)
+
+        previous = signal.signal(signal.SIGTERM, stop)
+        try:
+            return subprocess.run(cmd, preexec_fn=self.enter, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     # -- figures -----------------------------------------------------------------------
     def _read(self, name: str) -> str | None:

@@ -1259,7 +1259,7 @@ def run_limited(size: int, args: argparse.Namespace, raw_argv: list[str], out: P
             evicted = evict([home, *packages])
             print(f"[{size:,}] measuring under a {args.memory_limit_mb:,.0f} MB memory limit (cgroup v{cg.version}; "
                   f"{evicted['mb']:,.0f} MB of files dropped from the page cache first) ...", flush=True)
-            proc = subprocess.run(_child_argv(argv, size, out), preexec_fn=cg.enter)
+            proc = cg.run(_child_argv(argv, size, out))
             usage = {**cg.usage(), "evicted_before": evicted}
     except MemoryLimitUnavailable as exc:
         raise SystemExit(f"--memory-limit-mb: {exc}") from exc

@@ -90,3 +90,26 @@ def test_a_child_over_the_limit_is_killed_and_the_kill_is_reported():
     assert p.returncode != 0
     assert usage["oom_kills"] is None or usage["oom_kills"] >= 1
     assert usage["peak_mb"] is not None and usage["peak_mb"] <= 128.5
+
+
+def test_a_sigterm_to_the_parent_ends_the_child_and_the_cgroup_goes():
+    import os
+    import signal
+    import threading
+    import time
+
+    cg = _cgroup_or_skip(256)
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            cg.run([sys.executable, "-c", "import time; time.sleep(60)"])
+    finally:
+        timer.cancel()
+        cg.__exit__(None, None, None)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert time.monotonic() - t0 < 30  # the child was ended, not waited for
+    assert not cg.path.exists()  # no process left in it: removed
+    assert signal.getsignal(signal.SIGTERM) == before
