@@ -326,10 +326,6 @@ def compact(
     raise typer.Exit(0)
 
 
-#: retrieval_node.backends.vectors.VECTOR_DATATYPES, here without importing the backends for an argument check (a test keeps them equal)
-VECTOR_DATATYPES = ("float32", "float16")
-
-
 @app.command()
 def convert(
     vector_datatype: Annotated[str, typer.Option("--vector-datatype", help="How the vectors are kept: float16 (half the "
@@ -344,6 +340,8 @@ def convert(
     store must not be open in another process. About two minutes and up to 3 GB of RAM per 100k chunks, and the disk
     space of one more copy of the larger shard.
     """
+    from .backends.vectors import VECTOR_DATATYPES  # no engine imported: numpy and this package only
+
     try:
         if vector_datatype not in VECTOR_DATATYPES:
             raise UsageError(f"--vector-datatype {vector_datatype!r}: valid values: {', '.join(VECTOR_DATATYPES)}")

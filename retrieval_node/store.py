@@ -335,8 +335,6 @@ class Store:
         By shard directory, what was done. About two minutes and up to 3 GB of RSS per 100k chunks (measured: 2 min
         13 s, 3.0 GB); needs the disk space of one more copy of the larger shard while it runs."""
         from .backends.convert import convert_shard
-        from .backends.mem0_edge import KEYWORD_INDEXES
-        from .backends.mem0_edge import VECTOR as MEM0_VECTOR
         from .backends.vectors import check_datatype, old_shard_dirs
 
         check_datatype(datatype)
@@ -345,21 +343,18 @@ class Store:
         if not _has_data(home):
             raise StorePathError(f"no store at {home} (no {MANIFEST} and no shard directory)")
         _usable_home(home)
-        shards = (
-            ("vectors", EdgeChunkIndex.VECTOR, EdgeChunkIndex.INDEXES, "deal_id"),
-            ("mem0_edge", MEM0_VECTOR, {name: "keyword" for name in KEYWORD_INDEXES}, "user_id"),
-        )
+        shards = (("vectors", EdgeChunkIndex), ("mem0_edge", EdgeMemoryStore))  # each with the indexes and tenant it opens with
         lock = _DirLock(home / ".lock")
         lock.acquire()
         try:
             out: dict[str, dict[str, Any]] = {}
-            for name, vector, indexes, tenant in shards:
+            for name, holder in shards:
                 path = home / name
                 if not path.exists() and not old_shard_dirs(path):
                     continue  # this store keeps that part on a Qdrant server, or has none yet
                 try:
-                    out[name] = convert_shard(path, vector=vector, dimension=rc.embedding_dimension, indexes=indexes, tenant=tenant,
-                                              datatype=datatype)
+                    out[name] = convert_shard(path, vector=holder.VECTOR, dimension=rc.embedding_dimension, indexes=dict(holder.INDEXES),
+                                              tenant=holder.TENANT, datatype=datatype)
                 except BackendError:
                     raise
                 except Exception as exc:

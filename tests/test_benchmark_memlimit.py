@@ -67,13 +67,18 @@ def _cgroup_or_skip(limit_mb: float) -> MemoryCgroup:
 ALLOCATE = "import sys; b = bytearray(int(sys.argv[1]) << 20); b[::4096] = b'x' * len(b[::4096]); print(len(b))"
 
 
-def test_a_child_within_the_limit_runs_and_its_peak_is_reported():
-    cg = _cgroup_or_skip(512)
+def _allocate_under(limit_mb: float, allocate_mb: int) -> tuple[subprocess.CompletedProcess, dict]:
+    """A child that allocates and touches ``allocate_mb`` MB, run in a cgroup of ``limit_mb``; what the cgroup said."""
+    cg = _cgroup_or_skip(limit_mb)
     try:
-        p = subprocess.run([sys.executable, "-c", ALLOCATE, "96"], preexec_fn=cg.enter, capture_output=True, text=True)
-        usage = cg.usage()
+        p = cg.run([sys.executable, "-c", ALLOCATE, str(allocate_mb)], capture_output=True, text=True)
+        return p, cg.usage()
     finally:
         cg.__exit__(None, None, None)
+
+
+def test_a_child_within_the_limit_runs_and_its_peak_is_reported():
+    p, usage = _allocate_under(512, 96)
     assert p.returncode == 0, p.stderr
     assert usage["limit_mb"] == 512.0
     assert usage["oom_kills"] in (0, None)
@@ -81,12 +86,7 @@ def test_a_child_within_the_limit_runs_and_its_peak_is_reported():
 
 
 def test_a_child_over_the_limit_is_killed_and_the_kill_is_reported():
-    cg = _cgroup_or_skip(128)
-    try:
-        p = subprocess.run([sys.executable, "-c", ALLOCATE, "400"], preexec_fn=cg.enter, capture_output=True, text=True)
-        usage = cg.usage()
-    finally:
-        cg.__exit__(None, None, None)
+    p, usage = _allocate_under(128, 400)
     assert p.returncode != 0
     assert usage["oom_kills"] is None or usage["oom_kills"] >= 1
     assert usage["peak_mb"] is not None and usage["peak_mb"] <= 128.5

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.backends import convert as conv
-from retrieval_node.backends.vectors import recorded_datatype
+from retrieval_node.backends.vectors import recorded_datatype, scroll_pages
 from retrieval_node.cli import app
 from retrieval_node.errors import BackendError
 from retrieval_node.evaluation import EVAL_TRUST, bundled_deals
@@ -57,7 +57,7 @@ def _points(home: Path) -> dict[str, list[tuple[str, str]]]:
     for name, vector in SHARDS.items():
         shard = open_edge_shard(home / name, vector=vector, dimension=384, indexes={}, tenant="")
         try:
-            out[name] = [(str(r.id), json.dumps(r.payload, sort_keys=True)) for page in conv._scroll(shard, with_vector=False) for r in page]
+            out[name] = [(str(r.id), json.dumps(r.payload, sort_keys=True)) for page in scroll_pages(shard) for r in page]
         finally:
             shard.close()
     return out
@@ -199,8 +199,8 @@ def test_the_copy_check_finds_a_changed_payload_a_moved_vector_and_a_missing_poi
         conv._check(src, shard("short", n=4), vector="dense", tolerance=2e-3, expected=5)
 
 
-def test_the_command_line_offers_the_datatypes_the_backends_have():
-    from retrieval_node import cli
+def test_the_command_line_offers_the_datatypes_the_backends_have(tmp_path):
     from retrieval_node.backends.vectors import VECTOR_DATATYPES
 
-    assert cli.VECTOR_DATATYPES == VECTOR_DATATYPES
+    res = runner.invoke(app, ["convert", "--store", str(tmp_path), "--vector-datatype", "int8"])
+    assert f"valid values: {', '.join(VECTOR_DATATYPES)}" in res.output

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError
-from .vectors import check_datatype, old_shard_dirs, open_edge_shard, recorded_datatype
+from .vectors import check_datatype, old_shard_dirs, open_edge_shard, recorded_datatype, scroll_pages
 
 #: Points per scroll page while copying and checking.
 PAGE = 1024
@@ -41,18 +41,6 @@ TOLERANCE = {"float16": 2e-3, "float32": 1e-6}
 
 def _new_dir(path: Path, datatype: str) -> Path:
     return path.with_name(f"{path.name}.{datatype}-new")
-
-
-def _scroll(shard: Any, *, with_vector: bool) -> Any:
-    import qdrant_edge as qe
-
-    offset: Any = None
-    while True:
-        records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=PAGE, with_payload=True, with_vector=with_vector))
-        if records:
-            yield records
-        if offset is None or not records:
-            return
 
 
 def _vector(record: Any, name: str) -> list[float]:
@@ -114,7 +102,7 @@ def _copy(path: Path, new: Path, *, vector: str, dimension: int, indexes: dict[s
         dst = open_edge_shard(new, vector=vector, dimension=dimension, indexes=indexes, tenant=tenant, datatype=datatype)
         try:
             n = 0
-            for records in _scroll(src, with_vector=True):
+            for records in scroll_pages(src, with_vector=True, page=PAGE):
                 dst.update(qe.UpdateOperation.upsert_points(
                     [qe.Point(id=r.id, vector={vector: _vector(r, vector)}, payload=dict(r.payload or {})) for r in records]))
                 n += len(records)
@@ -135,7 +123,7 @@ def _check(src: Any, dst: Any, *, vector: str, tolerance: float, expected: int) 
     ``tolerance``. Raises :class:`BackendError` naming the first point that differs."""
     if int(src.info().points_count) != expected or int(dst.info().points_count) != expected:
         raise BackendError(f"copy check: {expected} points copied, the original holds {src.info().points_count}, the copy {dst.info().points_count}")
-    pages = zip(_scroll(src, with_vector=True), _scroll(dst, with_vector=True), strict=False)
+    pages = zip(scroll_pages(src, with_vector=True, page=PAGE), scroll_pages(dst, with_vector=True, page=PAGE), strict=False)
     seen = 0
     for a, b in pages:
         if [r.id for r in a] != [r.id for r in b]:

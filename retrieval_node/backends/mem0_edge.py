@@ -66,14 +66,19 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
     >>> store.list(filters={"user_id": "conv-2026-ACME-0042", "kind": "chunk"}, top_k=10)  # doctest: +SKIP
     """
 
+    VECTOR = VECTOR
+    #: Payload indexes of Mem0's shard, and its tenant: a deal's registry is one user_id, stored together on compaction.
+    INDEXES = {name: "keyword" for name in KEYWORD_INDEXES}
+    TENANT = "user_id"
+
     def __init__(self, shard: Any, *, path: Path, dimension: int, collection_name: str = "mem0") -> None:
         self._shard = shard
         self.path = path
         self.embedding_model_dims = dimension
         self.collection_name = collection_name
         self._write_lock = threading.Lock()
-        self._indexes = {name: "keyword" for name in KEYWORD_INDEXES}
-        self._tenant = "user_id"  # a deal's registry is one user_id: compaction stores it together
+        self._indexes = dict(self.INDEXES)
+        self._tenant = self.TENANT
         self._written = 0
 
     @classmethod
@@ -82,7 +87,7 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         check_datatype(datatype)
         path = Path(path)
         try:
-            shard = open_edge_shard(path, vector=VECTOR, dimension=dimension, indexes={name: "keyword" for name in KEYWORD_INDEXES}, tenant="user_id",
+            shard = open_edge_shard(path, vector=VECTOR, dimension=dimension, indexes=cls.INDEXES, tenant=cls.TENANT,
                                     datatype=datatype)
         except Exception as exc:
             raise BackendError(f"cannot open Mem0's qdrant-edge shard at {path}: {exc}") from exc

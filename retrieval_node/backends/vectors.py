@@ -266,6 +266,19 @@ def index_params(qe: Any, kind: str, *, tenant: bool = False) -> Any:
     raise ValueError(f"unknown payload index kind {kind!r}")
 
 
+def scroll_pages(shard: Any, *, flt: Any = None, with_vector: bool = False, page: int = 1024) -> Iterator[list[Any]]:
+    """Every point of a qdrant-edge shard matching ``flt`` (all without one), with payloads, one scroll page at a time."""
+    import qdrant_edge as qe
+
+    offset: Any = None
+    while True:
+        records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=page, filter=flt, with_payload=True, with_vector=with_vector))
+        if records:
+            yield records
+        if offset is None or not records:
+            return
+
+
 def old_shard_dirs(path: Path) -> list[Path]:
     """What a stopped ``retrieval-node convert`` left of the shard at ``path`` (``<name>.<datatype>-old``)."""
     return sorted(p for p in path.parent.glob(f"{path.name}.*-old") if p.is_dir())
@@ -383,8 +396,9 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
 
     VECTOR = "dense"
 
-    #: Payload indexes of the chunk shard (``deal_id`` is the tenant).
+    #: Payload indexes of the chunk shard, and its tenant (a compacted shard keeps each deal's points together).
     INDEXES = {**{f: "keyword" for f in INDEXED_FIELDS}, "window": "integer", "ingested_at_ts": "float"}
+    TENANT = "deal_id"
 
     def __init__(self, shard: Any, *, path: Path | None = None) -> None:
         self._shard = shard
@@ -392,7 +406,7 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
         self._write_lock = threading.Lock()
         self._filters: BoundedCache[SearchScope, Any] = BoundedCache(256)
         self._indexes = dict(self.INDEXES)
-        self._tenant = "deal_id"
+        self._tenant = self.TENANT
         self._written = 0
 
     @classmethod
@@ -401,7 +415,7 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
         check_datatype(datatype)
         path = Path(path)
         try:
-            shard = open_edge_shard(path, vector=cls.VECTOR, dimension=dimension, indexes=cls.INDEXES, tenant="deal_id", datatype=datatype)
+            shard = open_edge_shard(path, vector=cls.VECTOR, dimension=dimension, indexes=cls.INDEXES, tenant=cls.TENANT, datatype=datatype)
         except Exception as exc:
             raise BackendError(f"cannot open the qdrant-edge shard at {path}: {exc}") from exc
         return cls(shard, path=path)
@@ -481,14 +495,8 @@ class EdgeChunkIndex(DerivedSearch, EdgeShardLifecycle):
             qe.FieldCondition(key="deal_id", match=qe.MatchValue(value=deal_id)),
             qe.FieldCondition(key="window", match=qe.MatchValue(value=0)),
         ])
-        out: list[dict[str, Any]] = []
-        offset: Any = None
         try:
-            while True:
-                records, offset = self._shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, filter=flt, with_payload=True, with_vector=False))
-                out.extend(dict(r.payload or {}) for r in records)
-                if offset is None:
-                    break
+            out = [dict(r.payload or {}) for page in scroll_pages(self._shard, flt=flt) for r in page]
         except Exception as exc:
             raise BackendError(f"qdrant-edge scroll failed: {exc}") from exc
         return [p for p in out if p.get("deal_id") == deal_id]
