@@ -46,7 +46,7 @@ from .config import NodeConfig, RiskLexicon
 from .errors import BackendError
 from .models import quoted_body, sha256_hex
 from .query_cache import owner_only_sqlite
-from .risk import EXCERPT_MAX_CHARS, RiskSignal, best_risk_span, mentioned_entities, risk_signals
+from .risk import EXCERPT_MAX_CHARS, RiskSignal, mentioned_entities, risk_findings
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class ChunkFindings:
     def __init__(self, path: Path, config: NodeConfig) -> None:
         self.path = path
         self.settings = risk_settings(config)
-        self._read_as = [(s.lexicon, s.domains) for s in self.settings]  # what risk_signals reads each chunk under
+        self._read_as = [(s.lexicon, s.domains, s.excerpt_chars) for s in self.settings]  # what risk_findings reads each chunk under
         self.fingerprint = fingerprint(config)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = owner_only_sqlite(path)
@@ -194,13 +194,10 @@ class ChunkFindings:
                 named.append((mfp, deal_id, chunk_id, json.dumps(sorted(found)) if found else None))
             if "findings" not in parts or not self.settings:
                 continue
-            signals = risk_signals(content, self._read_as, shortfall_ratio=SHORTFALL_RATIO)
-            for s, sig in zip(self.settings, signals, strict=True):
-                spans = None
-                if sig.material:  # the excerpt the packager quotes when a risk chunk does not fit whole (asked of risk chunks)
-                    spans = json.dumps({str(n): best_risk_span(content, s.lexicon, s.domains, max_chars=n, shortfall_ratio=SHORTFALL_RATIO)
-                                        for n in s.excerpt_chars}, separators=(",", ":"))
-                rows.append((self.fingerprint, deal_id, chunk_id, s.key, int(sig.material), encode_signal(sig), spans))
+            for s, (sig, spans) in zip(self.settings, risk_findings(content, self._read_as, shortfall_ratio=SHORTFALL_RATIO), strict=True):
+                # spans: the excerpt the packager quotes when a risk chunk does not fit whole (asked of risk chunks)
+                raw = json.dumps({str(n): span for n, span in spans.items()}, separators=(",", ":")) if spans is not None else None
+                rows.append((self.fingerprint, deal_id, chunk_id, s.key, int(sig.material), encode_signal(sig), raw))
         return ComputedRows(rows, named, bodies)
 
     def keep(self, computed: ComputedRows, chunk_ids: Iterable[str] | None = None) -> int:

@@ -1440,25 +1440,74 @@ def _numeric_findings(text: str, low: str, lexicon: RiskLexicon, domains: Sequen
     return found
 
 
-def _signal_bound(text: str, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> tuple[bool, float, int]:
-    """An upper bound of ``(bool(kinds), score, len(kinds))`` of :func:`risk_signal` on ``text``, without reading
-    any mention: every term that matches counts at its full weight (a mention's factor is at most 1) and as a
-    material kind when that weight can reach :data:`MATERIAL_WEIGHT`; the numeric detectors are run as
-    :func:`risk_signal` runs them. Each component is at least the signal's, so the tuple is too."""
-    low = normalise_ocr(text)
-    best = 0.0
-    kinds: set[str] = set()
-    for t in _occurring_terms(low, lexicon, domains):
-        if term_pattern(t.term).search(low) is not None:
-            weight = round(t.weight, 6)  # as risk_signal rounds a mention's weight (round is monotone: the bound holds)
-            best = max(best, weight)
-            if weight >= MATERIAL_WEIGHT:
-                kinds.add(t.kind)
-    numeric = _numeric_findings(text, low, lexicon, domains, shortfall_ratio)
-    if numeric:
-        best = max(best, NUMERIC_WEIGHT)
-        kinds.update(kind for kind, _ in numeric)
-    return bool(kinds), _combined_score(best, len(kinds)), len(kinds)
+def _numeric_key(lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> tuple[bool, bool, bool, float]:
+    """What :func:`_numeric_findings` reads of a setting: two settings with the same key find the same on a text."""
+    return "condo" in domains, lexicon.reserve_shortfall_detector, lexicon.owner_assessment_detector, shortfall_ratio
+
+
+class _TextReads:
+    """One text read under one or more risk settings: its :func:`normalise_ocr` form, its heading lines, each mention
+    read (keyed by term, place and :func:`_reading`) and the numeric detectors' findings (keyed by
+    :func:`_numeric_key`) are worked out once and shared by the settings that agree on them."""
+
+    __slots__ = ("_headings", "_numeric", "low", "reads", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = normalise_ocr(text)
+        self._headings: set[str] | None = None
+        self.reads: dict[tuple[int, int, int, object], tuple[str | None, float, str] | None] = {}
+        self._numeric: dict[tuple[bool, bool, bool, float], list[tuple[str, str]]] = {}
+
+    def headings(self) -> set[str]:
+        if self._headings is None:
+            self._headings = _heading_lines(self.text)
+        return self._headings
+
+    def numeric(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> list[tuple[str, str]]:
+        key = _numeric_key(lexicon, domains, shortfall_ratio)
+        hit = self._numeric.get(key)
+        if hit is None:
+            hit = self._numeric[key] = _numeric_findings(self.text, self.low, lexicon, domains, shortfall_ratio)
+        return hit
+
+    def signal(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> RiskSignal:
+        """:func:`risk_signal` of the text under ``(lexicon, domains)``."""
+        low = self.low
+        matches: list[RiskMatch] = []
+        for t in _occurring_terms(low, lexicon, domains):
+            reading = _reading(lexicon, t.kind)
+            for m in term_pattern(t.term).finditer(low):
+                key = (id(t), m.start(), m.end(), reading)
+                if key in self.reads:
+                    read = self.reads[key]
+                else:
+                    read = self.reads[key] = _read_mention(low, m, t, lexicon, self.headings())
+                if read is None:
+                    continue
+                cue, factor, how = read
+                matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
+        return _signal_of(matches, self.numeric(lexicon, domains, shortfall_ratio))
+
+    def bound(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> tuple[bool, float, int]:
+        """An upper bound of ``(bool(kinds), score, len(kinds))`` of :meth:`signal`, without reading any mention: every
+        term that matches counts at its full weight (a mention's factor is at most 1) and as a material kind when that
+        weight can reach :data:`MATERIAL_WEIGHT`; the numeric detectors are run as :meth:`signal` runs them. Each
+        component is at least the signal's, so the tuple is too."""
+        low = self.low
+        best = 0.0
+        kinds: set[str] = set()
+        for t in _occurring_terms(low, lexicon, domains):
+            if term_pattern(t.term).search(low) is not None:
+                weight = round(t.weight, 6)  # as signal rounds a mention's weight (round is monotone: the bound holds)
+                best = max(best, weight)
+                if weight >= MATERIAL_WEIGHT:
+                    kinds.add(t.kind)
+        numeric = self.numeric(lexicon, domains, shortfall_ratio)
+        if numeric:
+            best = max(best, NUMERIC_WEIGHT)
+            kinds.update(kind for kind, _ in numeric)
+        return bool(kinds), _combined_score(best, len(kinds)), len(kinds)
 
 
 def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
@@ -1484,29 +1533,24 @@ def risk_signals(text: str, settings: Sequence[tuple[RiskLexicon, Sequence[str]]
     """:func:`risk_signal` of ``text`` under each ``(lexicon, domains)`` of ``settings``, in order: each is what
     :func:`risk_signal` returns, and a mention the settings share (the same term at the same place, read under the same
     benign cues and subjects) is read once. Ingest reads every chunk under each profile's setting this way."""
-    low = normalise_ocr(text)
-    headings: set[str] | None = None
-    reads: dict[tuple[int, int, int, object], tuple[str | None, float, str] | None] = {}
-    out = []
-    for lexicon, domains in settings:
-        matches: list[RiskMatch] = []
-        terms = _occurring_terms(low, lexicon, domains)
-        if terms and headings is None:
-            headings = _heading_lines(text)
-        for t in terms:
-            reading = _reading(lexicon, t.kind)
-            for m in term_pattern(t.term).finditer(low):
-                key = (id(t), m.start(), m.end(), reading)
-                if key in reads:
-                    read = reads[key]
-                else:
-                    read = reads[key] = _read_mention(low, m, t, lexicon, headings or set())
-                if read is None:
-                    continue
-                cue, factor, how = read
-                matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
-        out.append(_signal_of(text, low, matches, lexicon, domains, shortfall_ratio))
-    return out
+    reads = _TextReads(text.rstrip())  # whitespace after the last line is not read
+    return [reads.signal(lexicon, domains, shortfall_ratio) for lexicon, domains in settings]
+
+
+def risk_findings(text: str, settings: Sequence[tuple[RiskLexicon, Sequence[str], Sequence[int]]], *,
+                  shortfall_ratio: float = 0.5) -> list[tuple[RiskSignal, dict[int, tuple[int, int] | None] | None]]:
+    """What ingest keeps of a chunk under each ``(lexicon, domains, excerpt sizes)`` of ``settings``, in order: the
+    :func:`risk_signal` and, when it is material, the :func:`best_risk_span` of each size (None when not material).
+
+    The same answers as those functions give one by one, worked out once for all settings: the text is read as
+    :func:`risk_signals` reads it, and a run of lines the excerpt search reads that is the whole text (a chunk
+    shorter than the excerpt size, from its first line) is not read again."""
+    body = text.rstrip()
+    whole = _TextReads(body)
+    signals = [whole.signal(lexicon, domains, shortfall_ratio) for lexicon, domains, _ in settings]
+    asks = [(lexicon, domains, n) for (lexicon, domains, sizes), sig in zip(settings, signals, strict=True) if sig.material for n in sizes]
+    spans = iter(_best_spans(text, asks, shortfall_ratio, {(0, len(body)): whole}))
+    return [(sig, {n: next(spans) for n in sizes} if sig.material else None) for (_, _, sizes), sig in zip(settings, signals, strict=True)]
 
 
 def _reading(lexicon: RiskLexicon, kind: str) -> object:
@@ -1528,8 +1572,8 @@ def _reading(lexicon: RiskLexicon, kind: str) -> object:
 _READINGS: BoundedCache[int, tuple[RiskLexicon, dict[str, object]]] = BoundedCache(64)
 
 
-def _signal_of(text: str, low: str, matches: list[RiskMatch], lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> RiskSignal:
-    """The signal of a text's read mentions and of its numeric detectors (:func:`risk_signal`)."""
+def _signal_of(matches: list[RiskMatch], numeric: list[tuple[str, str]]) -> RiskSignal:
+    """The signal of a text's read mentions and of its numeric detectors' findings (:func:`risk_signal`)."""
     # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
     matches = [m for m in matches if not any(o is not m and o.start <= m.start and m.end <= o.end and (o.end - o.start) > (m.end - m.start) for o in matches)]
     best = 0.0
@@ -1538,7 +1582,6 @@ def _signal_of(text: str, low: str, matches: list[RiskMatch], lexicon: RiskLexic
         best = max(best, m.weight)
         if not m.benign and m.weight >= MATERIAL_WEIGHT:
             kinds.add(m.kind)
-    numeric = _numeric_findings(text, low, lexicon, domains, shortfall_ratio)
     if numeric:
         best = max(best, NUMERIC_WEIGHT)
         kinds.update(kind for kind, _ in numeric)
@@ -1591,28 +1634,51 @@ def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, m
     Of the runs of consecutive lines that fit in ``max_chars`` and start at or just before a line naming a term,
     the best by :func:`risk_signal` is the one with a material kind, then the highest score, then the most
     material kinds, then the earliest. Runs are read in the order of an upper bound of that key
-    (:func:`_signal_bound`, which reads no mention), and the reading stops at the first run whose bound is
+    (:meth:`_TextReads.bound`, which reads no mention), and the reading stops at the first run whose bound is
     not above the best key read: the same span as reading every run, at a third of the readings.
     Returns ``(start, end)`` character offsets into ``text`` (trailing line break excluded), or None when
     no run carries a material risk or the best run is the whole text. A single line longer than
     ``max_chars`` is cut at the last space before the limit.
     """
-    runs = sorted((((*_signal_bound(text[a:b], lexicon, domains, shortfall_ratio), -a), a, b)
-                   for a, b in _excerpt_runs(text, lexicon, domains, max_chars)), reverse=True)
-    best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
-    for bound, start, end in runs:
-        if best is not None and bound <= best[0]:
-            break  # neither this run nor any after it can have a key above the best's
-        sig = risk_signal(text[start:end], lexicon, domains, shortfall_ratio=shortfall_ratio)
-        key = (bool(sig.kinds), sig.score, len(sig.kinds), -start)
-        if best is None or key > best[0]:
-            best = (key, (start, end))
-    if best is None or not best[0][0]:
-        return None
-    span = best[1]
-    if span[0] == 0 and span[1] >= len(text.rstrip()):
-        return None
-    return span
+    return best_risk_spans(text, ((lexicon, domains, max_chars),), shortfall_ratio=shortfall_ratio)[0]
+
+
+def best_risk_spans(text: str, asks: Sequence[tuple[RiskLexicon, Sequence[str], int]], *,
+                    shortfall_ratio: float = 0.5) -> list[tuple[int, int] | None]:
+    """:func:`best_risk_span` of ``text`` for each ``(lexicon, domains, max_chars)`` of ``asks``, in order. A run of
+    lines several asks read is normalised once, and what their settings share of it (a mention read under the same
+    benign cues and subjects, the numeric detectors) is worked out once. Ingest asks this of a material chunk for each
+    setting that finds it material."""
+    return _best_spans(text, asks, shortfall_ratio, {})
+
+
+def _best_spans(text: str, asks: Sequence[tuple[RiskLexicon, Sequence[str], int]], shortfall_ratio: float,
+                runs_read: dict[tuple[int, int], _TextReads]) -> list[tuple[int, int] | None]:
+    """:func:`best_risk_spans`, with ``runs_read``: the runs of lines of ``text`` read so far, by ``(start, end)``."""
+
+    def reads(a: int, b: int) -> _TextReads:
+        hit = runs_read.get((a, b))
+        if hit is None:
+            hit = runs_read[(a, b)] = _TextReads(text[a:b])
+        return hit
+
+    out: list[tuple[int, int] | None] = []
+    for lexicon, domains, max_chars in asks:
+        runs = sorted((((*reads(a, b).bound(lexicon, domains, shortfall_ratio), -a), a, b)
+                       for a, b in _excerpt_runs(text, lexicon, domains, max_chars)), reverse=True)
+        best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
+        for bound, start, end in runs:
+            if best is not None and bound <= best[0]:
+                break  # neither this run nor any after it can have a key above the best's
+            sig = reads(start, end).signal(lexicon, domains, shortfall_ratio)
+            key = (bool(sig.kinds), sig.score, len(sig.kinds), -start)
+            if best is None or key > best[0]:
+                best = (key, (start, end))
+        span = None if best is None or not best[0][0] else best[1]
+        if span is not None and span[0] == 0 and span[1] >= len(text.rstrip()):
+            span = None
+        out.append(span)
+    return out
 
 
 __all__ = [
@@ -1622,6 +1688,7 @@ __all__ = [
     "RiskSignal",
     "any_term_pattern",
     "best_risk_span",
+    "best_risk_spans",
     "clause_polarity",
     "column_value",
     "entity_mentioned",
@@ -1633,6 +1700,7 @@ __all__ = [
     "parse_amounts",
     "registration_age",
     "reserve_shortfall",
+    "risk_findings",
     "risk_signal",
     "risk_signals",
     "row_value",

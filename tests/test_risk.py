@@ -995,13 +995,14 @@ _DOMAIN_LISTS = [["title"], ["tax"], ["condo"], ["title", "tax", "condo", "closi
 
 
 def test_the_signal_bound_is_never_below_the_signal():
-    """best_risk_span reads runs in the order of _signal_bound and stops where the bound is not above the best read:
+    """best_risk_span reads runs in the order of their bound (_TextReads.bound) and stops where the bound is not above
+    the best read:
     sound only if each part of the bound (a material kind at all, score, number of kinds) is at least the signal's,
     for any text, whatever its mentions' readings make of them, in OCR spellings too."""
     from hypothesis import given, settings
     from hypothesis import strategies as st_
 
-    from retrieval_node.risk import _signal_bound
+    from retrieval_node.risk import _TextReads
 
     assert LEX is not None
 
@@ -1012,7 +1013,7 @@ def test_the_signal_bound_is_never_below_the_signal():
         text = "\n".join(lines)
         text = {"plain": text, "upper": text.upper(), "ocr": text.replace("o", "0").replace("l", "1")}[spelling]
         sig = risk_signal(text, LEX, domains)
-        has, score, n = _signal_bound(text, LEX, domains, 0.5)
+        has, score, n = _TextReads(text).bound(LEX, domains, 0.5)
         assert has >= bool(sig.kinds) and score >= sig.score and n >= len(sig.kinds), (text, sig, (has, score, n))
 
     holds()
@@ -1021,14 +1022,14 @@ def test_the_signal_bound_is_never_below_the_signal():
 def test_the_bound_holds_for_a_weight_that_rounds_up_to_material():
     """risk_signal rounds a mention's weight to 6 decimals before it asks whether it is material: a configured weight of
     0.5999996 reads as a material 0.6, so the bound must round the same way (found by review with a lexicon like this)."""
-    from retrieval_node.risk import _signal_bound
+    from retrieval_node.risk import _TextReads
 
     lex = RiskLexicon(domains={"x": {"terms": [{"term": "zorblat", "weight": 0.5999996, "kind": "k1"},
                                                {"term": "quuxite", "weight": 0.9, "kind": "k2"}]}})
     both = "Zorblat 252 114 569 and quuxite 252 114 568 registered."
     sig = risk_signal(both, lex, ["x"])
     assert sig.kinds == ("k1", "k2")
-    assert _signal_bound(both, lex, ["x"], 0.5) >= (True, sig.score, 2)
+    assert _TextReads(both).bound(lex, ["x"], 0.5) >= (True, sig.score, 2)
     text = "Quuxite registered as 252 114 567 on 2025/11/03 here.\n" + both + "\nfiller line one two three\n"
     span = best_risk_span(text, lex, ["x"], max_chars=60)
     assert span is not None and text[span[0]:span[1]] == both
@@ -1058,10 +1059,69 @@ def test_the_excerpt_is_the_span_reading_every_run_would_choose(monkeypatch):
     assert span is not None and risk_signal(text[span[0]:span[1]], LEX, domains).material  # two kinds in 160 chars
     assert span == _brute_force_span(text, domains, 160)
     reads = []
-    real = risk.risk_signal
-    monkeypatch.setattr(risk, "risk_signal", lambda t, *a, **k: reads.append(t) or real(t, *a, **k))
+    real = risk._TextReads.signal
+    monkeypatch.setattr(risk._TextReads, "signal", lambda self, *a, **k: reads.append(self.text) or real(self, *a, **k))
     assert best_risk_span(text, LEX, domains, max_chars=160) == span
     assert 0 < len(reads) < len(risk._excerpt_runs(text, LEX, domains, 160))
+
+
+def test_what_ingest_keeps_of_a_chunk_is_what_each_setting_reads_on_its_own():
+    """risk_findings works out every setting's signal and, for each setting that finds the chunk material, its
+    excerpt at each size, sharing the reading of a run of lines between settings. Whatever it shares, each answer is
+    what risk_signal and best_risk_span give for that setting and size alone (each reading the text afresh): for
+    chunks composed in any order, with or without whitespace after the last line, for settings restricted to some
+    kinds, over other domains, at sizes above and below the chunk's length."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    from retrieval_node.risk import best_risk_spans, risk_findings
+
+    assert LEX is not None
+    every = sorted(LEX.domains)
+    asked = [
+        (LEX, every, (700, 160)),
+        (LEX.only_kinds(["builders_lien", "caveat", "special_levy", "tax_arrears"]), every, (350,)),
+        (LEX, ["condo"], (700, 60)),
+        (LEX.only_kinds(["special_levy", "reserve_shortfall"]), ["condo", "title"], (700,)),
+        (LEX, ["title"], (160, 700)),
+        # the same terms read under other benign cues: a mention read for one lexicon is not another's reading
+        (LEX.model_copy(update={"benign_cues": [*LEX.benign_cues, "per unit", "by unit factor", "with penalties", "against the"]}),
+         every, (700,)),
+    ]
+
+    @settings(max_examples=120, deadline=None)
+    @given(st_.lists(st_.sampled_from(_EXCERPT_LINES), min_size=1, max_size=8), st_.sampled_from(["", "\n", "  \n\n", "\t"]))
+    def holds(lines, tail) -> None:
+        text = "\n".join(lines) + tail
+        got = risk_findings(text, asked)
+        asks = []
+        for (lex, domains, sizes), (sig, spans) in zip(asked, got, strict=True):
+            assert sig == risk_signal(text, lex, domains)
+            if sig.material:
+                assert spans == {n: best_risk_span(text, lex, domains, max_chars=n) for n in sizes}
+                asks += [(lex, domains, n) for n in sizes]
+            else:
+                assert spans is None
+        assert best_risk_spans(text, asks) == [best_risk_span(text, lex, d, max_chars=n) for lex, d, n in asks]
+
+    holds()
+
+
+def test_whitespace_after_the_last_line_is_not_read():
+    """A chunk's findings do not depend on the blank lines or spaces Stage 0 leaves after its last line."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    assert LEX is not None
+
+    @settings(max_examples=60, deadline=None)
+    @given(st_.lists(st_.sampled_from(_EXCERPT_LINES), min_size=1, max_size=5), st_.text(" \t\n\r", min_size=1, max_size=6),
+           st_.sampled_from(_DOMAIN_LISTS))
+    def holds(lines, tail, domains) -> None:
+        text = "\n".join(lines)
+        assert risk_signal(text + tail, LEX, domains) == risk_signal(text, LEX, domains)
+
+    holds()
 
 
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
