@@ -734,8 +734,78 @@ def reserve_shortfall(text: str) -> float | None:
     balance = _amount_near(low, ("reserve fund balance", "balance", "actual", "on hand"))
     target = _amount_near(low, ("fully funded balance", "recommended balance", "recommended", "required", "benchmark", "target", "should be"))
     if balance is None or target is None or target <= 0 or target == balance:
-        return None
+        return _prose_reserve_ratio(low)
     return balance / target
+
+
+#: What an amount stated in prose is, read from the words between it and the amount or clause before it: what the
+#: fund should hold (a study's recommendation, a requirement, a target), what it holds, or a flow or a cost (a
+#: contribution, an instalment, a project), which is neither.
+_TARGET_CUE = re.compile(r"\b(?:recommend\w*|requir\w*|benchmark|target\w*|should\s+(?:hold|have|be|reach|stand)|calls?\s+for|advis\w*"
+                         r"|fully\s+funded|ideal|minimum)\b")
+_HELD_CUE = re.compile(r"\b(?:hold(?:s|ing|ings)?|held|has|had|have|stands?|stood|sits?|sat|totals?|totall?ed|contains?|balance"
+                       r"|on\s+(?:hand|deposit)|currently|actual)\b")
+_FLOW_CUE = re.compile(r"\b(?:contribut\w*|instal\w*|monthly|annual\w*|yearly|per\s+(?:month|year|annum|unit)|levy|levies|fees?"
+                       r"|costs?|costing|replac\w*|repair\w*|projects?|expens\w*|expendit\w*|spend\w*|budget\w*|interest"
+                       r"|insurance|deductible|increase\w*|rais\w*|loan|borrow\w*|transfer\w*|deposits|withdraw\w*|draws?)\b")
+#: a cue just after an amount with none before it ("$600,000 recommended in the study", "$74,300 held")
+_TARGET_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:recommended|required|targeted|advised)\b"
+                           r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+|our\s+|their\s+)?(?:[a-z0-9']+\s+){0,3}(?:recommends|requires|calls\s+for|advises)\b")
+_HELD_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held|on\s+hand|on\s+deposit|in\s+(?:the\s+)?(?:reserve|fund|account))\b")
+_FLOW_AFTER = re.compile(r"\s*(?:per\s+(?:month|year|annum|unit)|a\s+(?:month|year)|monthly|annually|each\s+(?:month|year)|in\s+contributions)\b")
+#: the subject of a held amount's clause: the reserve or a fund other than the operating fund, or "it" (the fund named
+#: in the clause before: "... should hold $640,000. At year end it held $122,000.")
+_RESERVE_SUBJECT = re.compile(r"\breserve|(?<!operating )(?<!operating\n)\bfund\b|\bit\s+(?:held|holds|has|had|stands|stood|sits|sat|totall?ed|contained)\b")
+#: what a target's clause is about: the reserve, a fund, its study or plan, a balance or level
+_TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bplan\w*|\bbalance\b|\blevel\b|\bdepreciation\b")
+
+
+def _prose_reserve_ratio(low: str) -> float | None:
+    """Funded ratio of a reserve stated in prose, each amount qualified by its own words: "the study recommends
+    $410,000; the fund holds $96,500", "our reserve stands at $61,200 against a study target of $250,000", "$88,000,
+    well short of the $600,000 recommended". An amount is what the fund holds, or what it should hold, from the
+    words between it and the amount (or clause start) before it: a target's words win over a holding's ("advises a
+    balance of"), and a flow or cost named after them makes it neither ("recommends annual contributions of",
+    "recommends replacing the boiler for"); with no such words, from the words right after it ("$74,300 held").
+    A holding counts in a clause about the reserve (or a fund other than the operating fund, or "it held"), a target
+    in a clause about the reserve, a fund, its study or plan. Returns the holding nearest the first target (a page
+    may also state what the fund held years ago) over that target, or None without both."""
+    ends = sentence_ends(low)
+    held: list[tuple[int, float]] = []
+    target: tuple[int, float] | None = None
+    prev_end = 0
+    for m in _MONEY_RE.finditer(low):
+        i = bisect.bisect_right(ends, m.start())
+        lo = ends[i - 1] if i > 0 else 0
+        hi = ends[i] if i < len(ends) else len(low)
+        before = low[max(lo, prev_end):m.start()]
+        prev_end = m.end()
+        value = _money(m.group(1))
+        if value <= 0:
+            continue
+        cues = [(c.end(), kind) for kind, rx in (("target", _TARGET_CUE), ("held", _HELD_CUE), ("flow", _FLOW_CUE)) for c in rx.finditer(before)]
+        after = low[m.end():hi]
+        if cues:
+            last = max(cues)[1]
+            kind = "flow" if last == "flow" else "target" if any(k == "target" for _, k in cues) else "held"
+        elif _FLOW_AFTER.match(after):
+            kind = "flow"
+        elif _TARGET_AFTER.match(after):
+            kind = "target"
+        elif _HELD_AFTER.match(after):
+            kind = "held"
+        else:
+            continue
+        clause = low[lo:hi]
+        if kind == "held" and _RESERVE_SUBJECT.search(clause):
+            held.append((m.start(), value))
+        elif kind == "target" and target is None and _TARGET_SUBJECT.search(clause):
+            target = (m.start(), value)
+    if not held or target is None:
+        return None
+    at, goal = target
+    holding = min(held, key=lambda h: (abs(h[0] - at), h[0]))[1]
+    return None if holding == goal else holding / goal
 
 
 _PERCENT_FUNDED = re.compile(

@@ -524,6 +524,59 @@ def test_expenditures_in_parentheses_and_a_healthy_fund_are_not(text):
     assert negative_reserve_balance(text) is None or "reserve_shortfall" not in kinds(text, "condo")
 
 
+# --------------------------------------------------------------------------- a reserve stated in prose (session 25)
+# Each amount is read by its own words: what the fund holds, what it should hold, or a flow or a cost.
+
+_PROSE_SHORT = [
+    "Item 5: the reserve fund study recommends $410,000; the fund holds $96,500.",
+    "The reserve fund currently holds $38,500. The 2024 reserve fund study recommends a balance of $412,000.",
+    "Reserve fund: the corporation has $52,000 on deposit; the depreciation report calls for $300,000 by year end.",
+    "Our reserve stands at $61,200 against a study target of $250,000.",
+    "The reserve account sits at $19,900, while the planner advises a balance of $180,000.",
+    "Per the reserve fund study the fund should hold $640,000. At year end it held $122,000.",
+    "Reserve fund position: $74,300 held; the study's recommended level is $515,000.",
+    "The reserve fund has $88,000, well short of the $600,000 recommended in the 2023 study.",
+    "Reserve fund holdings total $45,600 compared with a required minimum of $210,000.",
+    "The reserve fund holds $42,000, far less than the $390,000 the study recommends.",
+    # what the fund held before a project, then what it has now: the holding next to the target is read
+    "The reserve fund held $1,200,000 before the roof replacement, which cost $1,100,000; the fund now has $100,000 and "
+    "the study recommends $900,000.",
+]
+
+
+def _layouts(text: str) -> list[str]:
+    """The same statement as Stage 0 may hand it over: as written, hard-wrapped, in capitals, with OCR letters in its
+    figures."""
+    words = text.split(" ")
+    half = len(words) // 2
+    return [text, " ".join(words[:half]) + "\n" + " ".join(words[half:]), text.upper(),
+            text.replace("0,0", "O,O").replace("00.", "OO.")]
+
+
+@pytest.mark.parametrize("text", [t for s in _PROSE_SHORT for t in _layouts(s)])
+def test_a_reserve_stated_in_prose_below_half_its_target_is_a_shortfall(text):
+    assert "reserve_shortfall" in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [t for s in [
+    # healthy, in the same words
+    "The reserve fund holds $420,000, more than the $390,000 the study recommends.",
+    "The reserve fund study recommends $410,000; the fund holds $396,500.",
+    "Reserve fund: $1,250,000 on deposit; the study calls for $1,100,000.",
+    "In 2019 the fund held $50,000; it now holds $380,000 against a recommended $400,000 in the reserve study.",
+    # a recommended contribution, a cost or a transfer is not what the fund should hold
+    "The reserve fund holds $300,000 and the study recommends annual contributions of $45,000.",
+    "The study recommends raising the monthly contribution to $4,200 from $3,800; the reserve fund holds $910,000.",
+    "The reserve fund currently holds $512,000. The engineer recommends replacing the boiler for $48,000.",
+    "Reserve fund: the board approved a transfer of $50,000 to the reserve fund, which the study recommends be at least $600,000.",
+    "The reserve fund holds $150,000. Insurance requires a deductible reserve of $500,000.",
+    "The corporation shall keep a reserve fund at the level the study requires; the minimum contribution is $500 per unit.",
+    # the operating fund's money is not the reserve's
+    "The operating fund has $40,000; the reserve study is due in 2026 and its plan requires $300,000 by 2030.",
+] for t in _layouts(s)])
+def test_a_healthy_reserve_a_flow_or_a_cost_in_prose_is_not_a_shortfall(text):
+    assert "reserve_shortfall" not in kinds(text, "condo")
+
 # --------------------------------------------------------------------------- deductibles
 
 
