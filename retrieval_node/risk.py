@@ -753,6 +753,11 @@ _TARGET_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:recommended|required|targete
                            r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+|our\s+|their\s+)?(?:[a-z0-9']+\s+){0,3}(?:recommends|requires|calls\s+for|advises)\b")
 _HELD_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held|on\s+hand|on\s+deposit|in\s+(?:the\s+)?(?:reserve|fund|account))\b")
 _FLOW_AFTER = re.compile(r"\s*(?:per\s+(?:month|year|annum|unit)|a\s+(?:month|year)|monthly|annually|each\s+(?:month|year)|in\s+contributions)\b")
+#: an amount per unit or per owner anywhere before it on its line ("Per unit (212 units)  balance $1,945  benchmark
+#: $8,712") or right after it ("$8,712 per unit") is not the fund's total, whatever else its words say
+#: a projection or an estimate is not what the fund holds now, nor a target
+_FUTURE = re.compile(r"\b(?:projected|projection|forecast\w*|estimated|anticipated|expected)\b")
+_PER_UNIT = re.compile(r"\bper(?:\s+|-)(?:unit|door|suite|owner|lot)\b|\beach\s+(?:unit|owner|suite)\b|\bunit'?s\s+share\b")
 #: the subject of a held amount's clause: the reserve or a fund other than the operating fund, or "it" (the fund named
 #: in the clause before: "... should hold $640,000. At year end it held $122,000.")
 _RESERVE_SUBJECT = re.compile(r"\breserve|(?<!operating )(?<!operating\n)\bfund\b|\bit\s+(?:held|holds|has|had|stands|stood|sits|sat|totall?ed|contained)\b")
@@ -763,7 +768,8 @@ _TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bp
 def _prose_reserve_ratio(low: str) -> float | None:
     """Funded ratio of a reserve stated in prose, each amount qualified by its own words: "the study recommends
     $410,000; the fund holds $96,500", "our reserve stands at $61,200 against a study target of $250,000", "$88,000,
-    well short of the $600,000 recommended". An amount is what the fund holds, or what it should hold, from the
+    well short of the $600,000 recommended". A negative amount, a projected or estimated one and an amount per unit
+    are none of these. An amount is what the fund holds, or what it should hold, from the
     words between it and the amount (or clause start) before it: a target's words win over a holding's ("advises a
     balance of"), and a flow or cost named after them makes it neither ("recommends annual contributions of",
     "recommends replacing the boiler for"); with no such words, from the words right after it ("$74,300 held").
@@ -781,10 +787,12 @@ def _prose_reserve_ratio(low: str) -> float | None:
         before = low[max(lo, prev_end):m.start()]
         prev_end = m.end()
         value = _money(m.group(1))
-        if value <= 0:
+        after = low[m.end():hi]
+        line = low[low.rfind("\n", 0, m.start()) + 1:m.start()]
+        if (value <= 0 or low[max(0, m.start() - 2):m.start()].strip().endswith(("(", "-"))  # a negative: another detector's
+                or _PER_UNIT.search(line) or _PER_UNIT.search(before) or _PER_UNIT.match(after.lstrip()) or _FUTURE.search(before)):
             continue
         cues = [(c.end(), kind) for kind, rx in (("target", _TARGET_CUE), ("held", _HELD_CUE), ("flow", _FLOW_CUE)) for c in rx.finditer(before)]
-        after = low[m.end():hi]
         if cues:
             last = max(cues)[1]
             kind = "flow" if last == "flow" else "target" if any(k == "target" for _, k in cues) else "held"

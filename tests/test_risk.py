@@ -541,6 +541,8 @@ _PROSE_SHORT = [
     # what the fund held before a project, then what it has now: the holding next to the target is read
     "The reserve fund held $1,200,000 before the roof replacement, which cost $1,100,000; the fund now has $100,000 and "
     "the study recommends $900,000.",
+    # what the fund is projected to hold is not what it holds
+    "The reserve fund holds $90,000 today and is projected to hold $900,000 by 2030; the study recommends $850,000.",
 ]
 
 
@@ -576,6 +578,17 @@ def test_a_reserve_stated_in_prose_below_half_its_target_is_a_shortfall(text):
 ] for t in _layouts(s)])
 def test_a_healthy_reserve_a_flow_or_a_cost_in_prose_is_not_a_shortfall(text):
     assert "reserve_shortfall" not in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [t for s in [
+    "Reserve fund: the study recommends $900,000. Per unit, the fund holds $1,950.",
+    "Reserve fund summary\nPer suite (120 suites)  held $2,100  recommended $7,400",
+    "The reserve fund's recommended balance is $2,000,000; each owner's share of what it holds is $4,100.",
+] for t in _layouts(s)])
+def test_in_prose_an_amount_per_unit_is_not_compared_with_the_fund_s_target(text):
+    from retrieval_node.risk import reserve_shortfall
+
+    assert reserve_shortfall(text) is None
 
 # --------------------------------------------------------------------------- deductibles
 
