@@ -2,8 +2,9 @@
 
 Each retrieval journals its :class:`~retrieval_node.models.RetrievalAuditEntry` (with the snapshot's
 sha256) in ``<store>/audit/journal.jsonl``, then writes the snapshot (the package exactly as given, the
-summary, the intent and every candidate with its score terms) to ``<store>/audit/snapshots/<audit_id>.json``
-atomically, then writes the entry to Mem0 and takes it off the journal. A crash between the snapshot and the
+summary, the intent and every candidate with its score terms) to ``<store>/audit/snapshots/<audit_id>.json.zst``
+atomically (zstd-compressed; one written before snapshots were compressed, ``<audit_id>.json``, is read as it is:
+:mod:`retrieval_node.snapshot_files`), then writes the entry to Mem0 and takes it off the journal. A crash between the snapshot and the
 Mem0 write leaves the entry journaled; it is written on the next open (a journaled entry whose snapshot was
 never written belongs to a retrieval that never returned, and is dropped). When Mem0 cannot take the entry
 it stays journaled and is written on a later call; it is never lost, and the summary says so.
@@ -39,6 +40,7 @@ from .contracts import ContractPlan
 from .errors import BackendError, IntegrityError
 from .models import ChunkReference, ContextPackage, MaterialRisk, RetrievalAuditEntry, RetrievalIntent, RetrievalSummary, TrustContext, sha256_hex
 from .ports import AuditSink
+from . import snapshot_files
 from .values import CoverageReport, Scored, Selection
 
 
@@ -102,6 +104,14 @@ def _check_shape(snap: dict[str, Any], audit_id: str, path: Path) -> None:
                 problems.append(f"{key}: {str(exc).splitlines()[0]}")
     if problems:
         raise IntegrityError(f"audit snapshot {audit_id} ({path}) is not a snapshot this node wrote: {'; '.join(problems)}")
+
+
+def _checked_id(audit_id: str) -> str:
+    """``audit_id`` when it is one (``aud_`` and letters and digits: a file name that cannot leave the snapshot
+    directory), else ValueError."""
+    if not audit_id.startswith("aud_") or not audit_id[4:].isalnum():
+        raise ValueError(f"not an audit id: {audit_id!r}")
+    return audit_id
 
 
 def new_audit_id() -> str:
@@ -192,9 +202,14 @@ class AuditLog:
         return self.directory / "journal.jsonl"
 
     def snapshot_path(self, audit_id: str) -> Path:
-        if not audit_id.startswith("aud_") or not audit_id[4:].isalnum():
-            raise ValueError(f"not an audit id: {audit_id!r}")
-        return self.directory / "snapshots" / f"{audit_id}.json"
+        """The file of ``audit_id``'s snapshot (:func:`~retrieval_node.snapshot_files.locate`): compressed, or
+        uncompressed when it was written before snapshots were compressed; read it with :meth:`snapshot_bytes`."""
+        return snapshot_files.locate(self.directory / "snapshots", _checked_id(audit_id))
+
+    def snapshot_bytes(self, audit_id: str) -> bytes:
+        """The bytes of ``audit_id``'s snapshot file as written (``{"mac":..,"sha256":..,"snapshot":..}``),
+        decompressed; unchecked (:meth:`read_snapshot` checks them)."""
+        return snapshot_files.read(self.snapshot_path(audit_id))
 
     def write_snapshot(self, audit_id: str, snapshot: dict[str, Any]) -> str:
         """Store the snapshot; returns the sha256 of its canonical JSON (kept in the Mem0 entry).
@@ -214,7 +229,9 @@ class AuditLog:
         head = _SNAPSHOT_HEAD
         if self.key is not None:
             head = _MAC_HEAD + _mac(self.key, body).encode() + b'","sha256":"'
-        _atomic_write(self.snapshot_path(audit_id), head + digest.encode() + _SNAPSHOT_MID + body + b"}")
+        path = self.directory / "snapshots" / f"{_checked_id(audit_id)}{snapshot_files.SUFFIX}"
+        private_dir(path.parent)
+        snapshot_files.write(path, head + digest.encode() + _SNAPSHOT_MID + body + b"}")
 
     def write_journaled(self, audit_id: str, snapshot: dict[str, Any], entry: RetrievalAuditEntry, *,
                         vector: np.ndarray | None) -> tuple[str, str | None]:
@@ -287,7 +304,7 @@ class AuditLog:
         if not path.exists():
             raise FileNotFoundError(f"no audit snapshot {audit_id} in {self.directory}")
         try:
-            raw = path.read_bytes()
+            raw = snapshot_files.read(path)
         except OSError as exc:
             raise IntegrityError(f"audit snapshot {audit_id} ({path}) cannot be read: {exc.strerror or exc}") from exc
         mac, sha, body = _split_snapshot(raw)

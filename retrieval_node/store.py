@@ -316,13 +316,22 @@ class Store:
         return store
 
     def compact(self) -> dict[str, bool]:
-        """Rewrite the embedded qdrant-edge shards in their on-disk layout (see ``EdgeShardLifecycle.compact``);
-        by shard directory, whether anything was rewritten. Slow (about a minute per 100k chunks); not for the
-        retrieval path. A no-op for the qdrant-client backends."""
+        """Rewrite the embedded qdrant-edge shards in their on-disk layout (see ``EdgeShardLifecycle.compact``) and the
+        audit snapshots written before snapshots were compressed as compressed files
+        (:func:`~retrieval_node.snapshot_files.compress_legacy`: each checked before its original is removed); by
+        shard or snapshot directory, whether anything was rewritten. Slow (about a minute per 100k chunks); not for
+        the retrieval path. The shards' part is a no-op for the qdrant-client backends."""
+        from .snapshot_files import compress_legacy
+
         out: dict[str, bool] = {}
         for shard in self.edge_shards:
             name = str(getattr(shard, "_path", None) or getattr(shard, "path", "?"))
             out[name] = shard.compact()
+        snapshots = self.home / "audit" / "snapshots"
+        done = compress_legacy(snapshots)
+        if done.files:
+            log.info("compact: %d audit snapshot(s) compressed, %d -> %d bytes", done.files, done.bytes_before, done.bytes_after)
+        out[str(snapshots)] = done.files > 0
         return out
 
     @classmethod

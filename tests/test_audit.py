@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from retrieval_node import snapshot_files
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.errors import IntegrityError
 from retrieval_node.ingest import Ingestor
@@ -48,9 +49,9 @@ def test_tampered_snapshot_fails_loudly(small):
     agent = RetrievalAgent(store, trust=FULL_TRUST)
     _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     path = agent.audit.snapshot_path(summary.audit_id)
-    data = json.loads(path.read_text())
+    data = json.loads(snapshot_files.read(path))
     data["snapshot"]["package"]["ordered_chunks"][0]["content"] = "No liens. Title is clear."
-    path.write_text(json.dumps(data))
+    snapshot_files.write(path, json.dumps(data).encode())
     with pytest.raises(IntegrityError, match="modified"):
         agent.replay(summary.audit_id)
 
@@ -111,12 +112,12 @@ def _forge_with_key(agent, audit_id, edit):
     from retrieval_node.models import package_hash
 
     path = agent.audit.snapshot_path(audit_id)
-    snap = json.loads(path.read_text())["snapshot"]
+    snap = json.loads(snapshot_files.read(path))["snapshot"]
     edit(snap)
     snap["package"]["package_hash"] = package_hash(snap["package"])
     body = canonical_json(snap)
-    path.write_bytes(b'{"mac":"' + _mac(agent.audit.key, body).encode() + b'","sha256":"' + hashlib.sha256(body).hexdigest().encode()
-                     + b'","snapshot":' + body + b"}")
+    snapshot_files.write(path, b'{"mac":"' + _mac(agent.audit.key, body).encode() + b'","sha256":"' + hashlib.sha256(body).hexdigest().encode()
+                         + b'","snapshot":' + body + b"}")
 
 
 def test_replay_checks_the_snapshot_against_its_mem0_entry(small):
@@ -204,11 +205,11 @@ def test_a_crash_between_snapshot_and_mem0_write_is_repaired_on_the_next_open(sm
     with pytest.raises(Crash):
         agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
     agent.audit.registry = real
-    [orphan] = [p.stem for p in agent.audit.snapshot_path("aud_x").parent.glob("aud_*.json")]
+    [orphan] = [p.name.split(".")[0] for p in agent.audit.snapshot_path("aud_x").parent.glob("aud_*.json.zst")]
     assert not store.registry.audit_entries(DEAL, audit_id=orphan)
     reopened = RetrievalAgent(store, trust=FULL_TRUST)  # the next open writes what the journal holds
     [entry] = store.registry.audit_entries(DEAL, audit_id=orphan)
-    assert entry["snapshot_sha256"] == json.loads(reopened.audit.snapshot_path(orphan).read_text())["sha256"]
+    assert entry["snapshot_sha256"] == json.loads(reopened.audit.snapshot_bytes(orphan))["sha256"]
     assert reopened.audit.pending() == 0
     assert reopened.replay(orphan)[1].audit_id == orphan
 
@@ -268,3 +269,97 @@ def test_snapshot_rows_kept_cost_their_size_not_orjsons_buffer():
     finally:
         tracemalloc.stop()
     assert per_row < 1000, per_row  # ~200-400 bytes of JSON and key each; orjson's buffers alone were ~4,100
+
+
+# --------------------------------------------------------------------------- compressed snapshot files
+
+
+def test_snapshots_are_kept_compressed_and_replay_reads_them(small):
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    path = agent.audit.snapshot_path(summary.audit_id)
+    assert path.name == f"{summary.audit_id}.json.zst"
+    raw = agent.audit.snapshot_bytes(summary.audit_id)
+    assert raw.startswith(b'{"mac":"') and path.stat().st_size * 3 < len(raw)  # the candidates' rows compress well
+    assert agent.replay(summary.audit_id)[0].model_dump_json() == pkg.model_dump_json()
+
+
+def test_a_snapshot_written_before_compression_replays_and_compact_compresses_it(small):
+    """A store written before snapshots were compressed keeps its snapshots readable; ``compact`` rewrites them
+    compressed, byte for byte the same once decompressed, and a run stopped after the compressed file was written
+    is finished by the next (its uncompressed original removed, never the other way round)."""
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    _, second = agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))
+    packed = agent.audit.snapshot_path(summary.audit_id)
+    raw = agent.audit.snapshot_bytes(summary.audit_id)
+    legacy = packed.with_name(f"{summary.audit_id}.json")
+    legacy.write_bytes(raw)  # as an older node wrote it
+    packed.unlink()
+    assert agent.audit.snapshot_path(summary.audit_id) == legacy
+    assert agent.replay(summary.audit_id)[0].model_dump_json() == pkg.model_dump_json()
+    # a stopped run: the second snapshot's compressed file was written, its original not yet removed
+    second_raw = agent.audit.snapshot_bytes(second.audit_id)
+    second_legacy = packed.with_name(f"{second.audit_id}.json")
+    second_legacy.write_bytes(second_raw)
+    out = store.compact()
+    assert out[str(packed.parent)] is True
+    assert not legacy.exists() and not second_legacy.exists()
+    assert agent.audit.snapshot_path(summary.audit_id) == packed and agent.audit.snapshot_bytes(summary.audit_id) == raw
+    assert agent.audit.snapshot_bytes(second.audit_id) == second_raw
+    assert agent.replay(summary.audit_id)[0].model_dump_json() == pkg.model_dump_json()
+    assert store.compact()[str(packed.parent)] is False  # nothing left to compress
+
+
+def test_a_damaged_compressed_file_beside_its_original_is_rewritten_from_it(small):
+    """``compact`` never removes an uncompressed snapshot whose compressed file does not read back as it."""
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    packed = agent.audit.snapshot_path(summary.audit_id)
+    raw = agent.audit.snapshot_bytes(summary.audit_id)
+    legacy = packed.with_name(f"{summary.audit_id}.json")
+    legacy.write_bytes(raw)
+    packed.write_bytes(packed.read_bytes()[: packed.stat().st_size // 2])  # a torn write of the compressed copy
+    store.compact()
+    assert not legacy.exists() and agent.audit.snapshot_bytes(summary.audit_id) == raw
+    assert agent.replay(summary.audit_id)[1].audit_id == summary.audit_id
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a frame", "edited", "claims too much", "no size"])
+def test_a_damaged_compressed_snapshot_is_one_named_integrity_error(small, damage):
+    import zstandard
+
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    path = agent.audit.snapshot_path(summary.audit_id)
+    data = path.read_bytes()
+    raw = agent.audit.snapshot_bytes(summary.audit_id)
+    bad = {
+        "truncated": data[: len(data) // 2],
+        "not a frame": raw,  # uncompressed bytes under the compressed name
+        "edited": data[:-40] + bytes(b ^ 0xFF for b in data[-40:]),
+        # a frame header that claims 1 TB: refused before anything is allocated
+        "claims too much": zstandard.ZstdCompressor(write_content_size=True).compress(b"{}")[:4] + b"\xe4" + (1 << 40).to_bytes(8, "little"),
+        "no size": zstandard.ZstdCompressor(write_content_size=False).compress(raw),
+    }[damage]
+    path.write_bytes(bad)
+    with pytest.raises(IntegrityError, match=summary.audit_id):
+        agent.replay(summary.audit_id)
+
+
+@pytest.mark.parametrize("bad", ["aud_../../escape", "../aud_x", "aud_x/y", "aud_", "x"])
+def test_a_name_that_is_not_an_audit_id_is_refused_before_any_file_is_written(small, bad):
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    audit_dir = agent.audit.directory
+    before = sorted(audit_dir.rglob("*"))
+    with pytest.raises(ValueError, match="not an audit id"):
+        agent.audit.write_snapshot(bad, {"audit_id": bad})
+    with pytest.raises(ValueError, match="not an audit id"):
+        agent.audit.snapshot_path(bad)
+    assert sorted(audit_dir.rglob("*")) == before
+    assert not [p for p in store.home.parent.rglob("*escape*")]

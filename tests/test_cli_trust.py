@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from retrieval_node import cli
+from retrieval_node import cli, snapshot_files
 from retrieval_node.audit import AuditLog
 from retrieval_node.errors import ConfigError, IntegrityError
 from retrieval_node.ingest import Ingestor
@@ -203,10 +203,10 @@ def test_malformed_snapshots_are_one_named_error_never_a_traceback(closed_store)
     (home / "secret.key").unlink()  # a store without a secret: the shapes reach the parser, not just the MAC check
     log = AuditLog(home / "audit", None, key=None)
     path = log.snapshot_path(first)
-    cases = _malformed(path.read_bytes(), first, other)
+    cases = _malformed(snapshot_files.read(path), first, other)
     handled = 0
     for name, raw in cases.items():
-        path.write_bytes(raw)
+        snapshot_files.write(path, raw)  # compressed as the node writes: each shape reaches the parser
         with pytest.raises(IntegrityError) as err:
             log.read_snapshot(first, allow_legacy=True)
         assert first in str(err.value), name
@@ -277,7 +277,7 @@ def test_store_files_are_owner_only(closed_store, embedder, node_config):
         assert mode(home) == 0o700
         for part in ("vectors", "mem0_edge", "audit", "audit/snapshots"):
             assert mode(home / part) == 0o700, part
-        for f in ("store.json", "secret.key", ".lock", "mem0_history.db", f"audit/snapshots/{summary.audit_id}.json", "audit/journal.jsonl"):
+        for f in ("store.json", "secret.key", ".lock", "mem0_history.db", f"audit/snapshots/{summary.audit_id}.json.zst", "audit/journal.jsonl"):
             assert mode(home / f) == 0o600, f
         for f in home.glob("mem0_history.db-*"):
             assert mode(f) == 0o600, f

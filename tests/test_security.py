@@ -139,11 +139,13 @@ def _forge(path, edit):
 
     from retrieval_node.audit import canonical_json
 
-    wrapper = json.loads(path.read_text())
+    from retrieval_node import snapshot_files
+
+    wrapper = json.loads(snapshot_files.read(path))
     snap = wrapper["snapshot"]
     edit(snap, wrapper)
     wrapper["sha256"] = hashlib.sha256(canonical_json(snap)).hexdigest()
-    path.write_text(json.dumps(wrapper))
+    snapshot_files.write(path, json.dumps(wrapper).encode())
 
 
 def test_a_forged_or_swapped_snapshot_does_not_replay(tiered):

@@ -133,7 +133,7 @@ def test_a_pool_call_journals_its_entry_before_its_snapshot_and_a_crash_is_repai
     assert seen == [True]
 
     # dying at the journal write: nothing of the call is on disk
-    before = set(snapshots.glob("aud_*.json"))
+    before = set(snapshots.glob("aud_*.json.zst"))
 
     def die(*args, **kwargs):
         raise Crash("killed at the audit journal write (injected fault)")
@@ -142,7 +142,7 @@ def test_a_pool_call_journals_its_entry_before_its_snapshot_and_a_crash_is_repai
         m.setattr(audit, "_journal", die)
         with pytest.raises(Crash):
             pool.retrieve_sync(intent)
-    assert set(snapshots.glob("aud_*.json")) == before
+    assert set(snapshots.glob("aud_*.json.zst")) == before
 
     # dying between the snapshot and the Mem0 write: repaired when the audit log is next opened
     real = audit.registry
@@ -152,11 +152,11 @@ def test_a_pool_call_journals_its_entry_before_its_snapshot_and_a_crash_is_repai
             pool.retrieve_sync(intent)
     finally:
         audit.registry = real
-    [orphan] = [p.stem for p in set(snapshots.glob("aud_*.json")) - before]
+    [orphan] = [p.name.split(".")[0] for p in set(snapshots.glob("aud_*.json.zst")) - before]
     assert not store.registry.audit_entries(DEAL, audit_id=orphan) and audit.journaled(orphan) is not None
     reopened = AuditLog(store.home / "audit", store.registry, key=store.secret())  # the next open writes the journal
     [entry] = store.registry.audit_entries(DEAL, audit_id=orphan)
-    assert entry["snapshot_sha256"] == json.loads(reopened.snapshot_path(orphan).read_text())["sha256"]
+    assert entry["snapshot_sha256"] == json.loads(reopened.snapshot_bytes(orphan))["sha256"]
     assert reopened.pending() == 0 and pool.replay(orphan)[1].audit_id == orphan
 
 
