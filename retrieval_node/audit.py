@@ -304,7 +304,13 @@ class AuditLog:
         if not path.exists():
             raise FileNotFoundError(f"no audit snapshot {audit_id} in {self.directory}")
         try:
-            raw = snapshot_files.read(path)
+            try:
+                raw = snapshot_files.read(path)
+            except FileNotFoundError:
+                if path.name.endswith(snapshot_files.SUFFIX):
+                    raise
+                path = self.snapshot_path(audit_id)  # ``compact`` replaced the uncompressed file by its compressed one
+                raw = snapshot_files.read(path)
         except OSError as exc:
             raise IntegrityError(f"audit snapshot {audit_id} ({path}) cannot be read: {exc.strerror or exc}") from exc
         mac, sha, body = _split_snapshot(raw)

@@ -29,8 +29,8 @@ SUFFIX = ".json.zst"
 LEGACY_SUFFIX = ".json"
 #: zstd level: 3 is zstd's default, ~10x on snapshots at ~500 MB/s; higher levels gain little on these rows
 LEVEL = 3
-#: a frame that says it holds more than this is refused before anything is allocated (a snapshot is ~0.1-2 MB)
-MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
+#: a frame whose header says it holds more than this is refused before it is decompressed (a snapshot is ~0.1-2 MB)
+MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
 
 
 def pack(raw: bytes) -> bytes:
@@ -39,8 +39,10 @@ def pack(raw: bytes) -> bytes:
 
 
 def unpack(data: bytes, *, name: str) -> bytes:
-    """The bytes a frame written by :func:`pack` holds; :class:`IntegrityError` naming ``name`` for anything else
-    (truncated, edited, another format, a frame claiming more than :data:`MAX_SNAPSHOT_BYTES`)."""
+    """The bytes of the one frame :func:`pack` wrote; :class:`IntegrityError` naming ``name`` for anything else:
+    truncated or damaged, another format, a frame without its recorded size or claiming more than
+    :data:`MAX_SNAPSHOT_BYTES` (refused before it is decompressed), bytes after the frame. (The decompressed bytes are
+    then checked against their sha256 and MAC by the reader.)"""
     try:
         size = zstandard.frame_content_size(data)
     except zstandard.ZstdError as exc:
@@ -48,10 +50,15 @@ def unpack(data: bytes, *, name: str) -> bytes:
     if size < 0 or size > MAX_SNAPSHOT_BYTES:
         what = "does not record its size" if size < 0 else f"claims {size:,} bytes"
         raise IntegrityError(f"audit snapshot {name} {what}: not a snapshot this node wrote")
+    reader = zstandard.ZstdDecompressor().decompressobj()
     try:
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+        out = reader.decompress(data)
     except zstandard.ZstdError as exc:
         raise IntegrityError(f"audit snapshot {name} cannot be decompressed ({exc}): it was modified or truncated") from exc
+    if not reader.eof or reader.unused_data or len(out) != size:
+        what = "ends before its frame does" if not reader.eof else "has bytes after its frame" if reader.unused_data else "is not the size it records"
+        raise IntegrityError(f"audit snapshot {name} {what}: it was modified or truncated")
+    return out
 
 
 def locate(directory: Path, audit_id: str) -> Path:
@@ -100,37 +107,55 @@ class Compressed:
 
 
 def compress_legacy(directory: Path) -> Compressed:
-    """Rewrite every uncompressed snapshot file of ``directory`` (``aud_*.json``) as its compressed file, durably,
-    and remove the original only once the compressed file reads back to the same bytes. A run stopped half way
-    leaves both files of one snapshot (the compressed one is read) and the next run finishes it."""
-    files = before = after = 0
+    """Rewrite every uncompressed snapshot file of ``directory`` (``aud_*.json``) as its compressed file and remove
+    the original only once the compressed file reads back to the same bytes and its rename has reached the disk.
+
+    A snapshot that has both files (a run stopped half way) is finished: a compressed file that cannot be read (a
+    torn write) is written again from the original. A compressed file that reads as a frame but holds other bytes
+    than the original is never overwritten (it is the one replay reads): both files are kept, and after the other
+    snapshots are done an :class:`IntegrityError` names them."""
     if not directory.is_dir():
         return Compressed(0, 0, 0)
+    done: list[tuple[Path, int, int]] = []
+    differ: list[str] = []
     for legacy in sorted(directory.glob(f"aud_*{LEGACY_SUFFIX}")):
         raw = legacy.read_bytes()
         packed = legacy.with_name(legacy.name[: -len(LEGACY_SUFFIX)] + SUFFIX)
-        if not (packed.exists() and _same(packed, raw)):
+        held = _readable(packed)
+        if held is not None and held != raw:
+            differ.append(legacy.name[: -len(LEGACY_SUFFIX)])
+            continue
+        if held is None:
             write(packed, raw)
-            if not _same(packed, raw):  # never reached with a working disk; the original stays
+            if _readable(packed) != raw:  # never reached with a working disk; the original stays
                 raise IntegrityError(f"{packed} does not read back as {legacy.name}: the original is kept")
-        files += 1
-        before += len(raw)
-        after += packed.stat().st_size
-        legacy.unlink()
-    if files:
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # the removals and renames reach the disk with the files
-        finally:
-            os.close(dir_fd)
-    return Compressed(files, before, after)
+        done.append((legacy, len(raw), packed.stat().st_size))
+    if done:
+        _fsync_dir(directory)  # every compressed file's rename is on disk before any original goes
+        for legacy, _, _ in done:
+            legacy.unlink()
+        _fsync_dir(directory)
+    if differ:
+        raise IntegrityError(f"audit snapshot(s) {', '.join(differ)} in {directory}: the compressed file and the uncompressed "
+                             "one hold different snapshots; both are kept (replay reads the compressed one). Compare them and "
+                             "remove the one that is not genuine")
+    return Compressed(len(done), sum(b for _, b, _ in done), sum(a for _, _, a in done))
 
 
-def _same(packed: Path, raw: bytes) -> bool:
+def _readable(packed: Path) -> bytes | None:
+    """The bytes of compressed file ``packed``, or None when it is missing or cannot be read as one frame."""
     try:
-        return read(packed) == raw
+        return read(packed)
     except (OSError, IntegrityError):
-        return False
+        return None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 __all__ = ["LEGACY_SUFFIX", "SUFFIX", "Compressed", "compress_legacy", "locate", "pack", "read", "unpack", "write"]

@@ -328,7 +328,24 @@ def test_a_damaged_compressed_file_beside_its_original_is_rewritten_from_it(smal
     assert agent.replay(summary.audit_id)[1].audit_id == summary.audit_id
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not a frame", "edited", "claims too much", "no size"])
+def test_compact_never_overwrites_a_compressed_snapshot_with_a_different_uncompressed_one(small):
+    """Two files of one audit that hold different snapshots (an old copy restored beside the genuine one, or a forged
+    one): ``compact`` keeps both, says which, and replay still reads the compressed one, which it verifies."""
+    store, _ = small
+    agent = RetrievalAgent(store, trust=FULL_TRUST)
+    pkg, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id=DEAL))
+    _, other = agent.retrieve_sync(agent.intent_for("tax", deal_id=DEAL))
+    packed = agent.audit.snapshot_path(summary.audit_id)
+    genuine = packed.read_bytes()
+    stranger = packed.with_name(f"{summary.audit_id}.json")
+    stranger.write_bytes(agent.audit.snapshot_bytes(other.audit_id))  # another audit's snapshot under this name
+    with pytest.raises(IntegrityError, match=summary.audit_id):
+        store.compact()
+    assert packed.read_bytes() == genuine and stranger.exists()
+    assert agent.replay(summary.audit_id)[0].model_dump_json() == pkg.model_dump_json()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not a frame", "edited", "claims too much", "no size", "bytes after", "a second frame"])
 def test_a_damaged_compressed_snapshot_is_one_named_integrity_error(small, damage):
     import zstandard
 
@@ -345,6 +362,8 @@ def test_a_damaged_compressed_snapshot_is_one_named_integrity_error(small, damag
         # a frame header that claims 1 TB: refused before anything is allocated
         "claims too much": zstandard.ZstdCompressor(write_content_size=True).compress(b"{}")[:4] + b"\xe4" + (1 << 40).to_bytes(8, "little"),
         "no size": zstandard.ZstdCompressor(write_content_size=False).compress(raw),
+        "bytes after": data + b"not part of the snapshot",
+        "a second frame": data + snapshot_files.pack(b'{"audit_id": "x"}'),
     }[damage]
     path.write_bytes(bad)
     with pytest.raises(IntegrityError, match=summary.audit_id):

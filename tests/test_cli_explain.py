@@ -9,6 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from retrieval_node import snapshot_files
 from retrieval_node.agent import RetrievalAgent
 from retrieval_node.cli import app
 from retrieval_node.cli_explain import describe
@@ -148,7 +149,9 @@ def test_a_tampered_snapshot_is_refused(tiered):
     agent = RetrievalAgent(store, trust=FULL_TRUST)
     _, summary = agent.retrieve_sync(agent.intent_for("investigator", deal_id="2026-TEST-0001"))
     path = agent.audit.snapshot_path(summary.audit_id)
-    path.write_bytes(path.read_bytes().replace(b'"combined":', b'"combined":0.9,"x":', 1))
+    raw = snapshot_files.read(path)
+    assert b'"combined":' in raw
+    snapshot_files.write(path, raw.replace(b'"combined":', b'"combined":0.9,"x":', 1))
     res = _explain(store.home, summary.audit_id, "--json")
     assert res.exit_code == 2 and json.loads(res.stdout)["error"]["type"] == "IntegrityError"
 
