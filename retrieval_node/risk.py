@@ -738,82 +738,149 @@ def reserve_shortfall(text: str) -> float | None:
     return balance / target
 
 
-#: What an amount stated in prose is, read from the words between it and the amount or clause before it: what the
-#: fund should hold (a study's recommendation, a requirement, a target), what it holds, or a flow or a cost (a
-#: contribution, an instalment, a project), which is neither.
+#: What an amount stated in prose is, read from the words between it and the amount or clause before it. Strong cues:
+#: what the fund should hold (a study's recommendation, a requirement, a target), what it holds (present or past
+#: tense), a flow or a cost (a contribution, money received or spent, a project), which is neither; the last strong
+#: cue before the amount decides. Weak cues ("a balance of", "is only", "in reserve", a "Reserve fund:" label) say
+#: "held" only where no strong cue does.
 _TARGET_CUE = re.compile(r"\b(?:recommend\w*|requir\w*|benchmark|target\w*|should\s+(?:hold|have|be|reach|stand)|calls?\s+for|advis\w*"
-                         r"|fully\s+funded|ideal|minimum)\b")
-_HELD_CUE = re.compile(r"\b(?:hold(?:s|ing|ings)?|held|has|had|have|stands?|stood|sits?|sat|totals?|totall?ed|contains?|balance"
-                       r"|on\s+(?:hand|deposit)|currently|actual)\b")
-_FLOW_CUE = re.compile(r"\b(?:contribut\w*|instal\w*|monthly|annual\w*|yearly|per\s+(?:month|year|annum|unit)|levy|levies|fees?"
-                       r"|costs?|costing|replac\w*|repair\w*|projects?|expens\w*|expendit\w*|spend\w*|budget\w*|interest"
-                       r"|insurance|deductible|increase\w*|rais\w*|loan|borrow\w*|transfer\w*|deposits|withdraw\w*|draws?)\b")
+                         r"|fully\s+funded|ideal|minimum|(?:increased|raised|brought|built\s+up|grow|grown)\s+to)\b")
+_HELD_NOW = re.compile(r"\b(?:holds|holding|holdings|has|have|stands|sits|totals|totall?ing|contains|amounts\s+to|currently|now|today"
+                       r"|on\s+(?:hand|deposit)|actual)\b")
+_HELD_THEN = re.compile(r"\b(?:held|had|stood|sat|totall?ed|contained|amounted\s+to)\b")
+_FLOW_CUE = re.compile(r"\b(?:contribut\w*|instal\w*|monthly|annual\w*|yearly|per\s+(?:month|year|annum)|levy|levies|fees?"
+                       r"|costs?|costing|replac\w*|repair\w*|projects?|expens\w*|expendit\w*|spend\w*|spent|budget\w*|interest"
+                       r"|insurance|deductible|increase[sd]?|increasing|rais(?:e|es|ing)|loan|borrow\w*|transfer\w*|deposits|withdraw\w*"
+                       r"|draws?|received|receives|collected|paid|earned|allocated|set\s+aside|surplus|deficit)\b")
+_WEAK_HELD = re.compile(r"\b(?:balance|position|in\s+(?:the\s+)?reserves?(?:\s+fund)?|(?:is|was|stands\s+at|stood\s+at)\s+(?:only|just|now|currently|down\s+to)"
+                        r"|reserve(?:\s+fund)?(?:\s+balance)?\s*(?::|at|of))(?=\W|$)")
 #: a cue just after an amount with none before it ("$600,000 recommended in the study", "$74,300 held")
 _TARGET_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:recommended|required|targeted|advised)\b"
                            r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+|our\s+|their\s+)?(?:[a-z0-9']+\s+){0,3}(?:recommends|requires|calls\s+for|advises)\b")
-_HELD_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held|on\s+hand|on\s+deposit|in\s+(?:the\s+)?(?:reserve|fund|account))\b")
-_FLOW_AFTER = re.compile(r"\s*(?:per\s+(?:month|year|annum|unit)|a\s+(?:month|year)|monthly|annually|each\s+(?:month|year)|in\s+contributions)\b")
-#: an amount per unit or per owner anywhere before it on its line ("Per unit (212 units)  balance $1,945  benchmark
-#: $8,712") or right after it ("$8,712 per unit") is not the fund's total, whatever else its words say
+_HELD_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held|on\s+hand|on\s+deposit|in\s+(?:the\s+)?(?:reserves?|fund|account))\b")
+_FLOW_AFTER = re.compile(r"\s*(?:per\s+(?:month|year|annum)|a\s+(?:month|year)|monthly|annually|each\s+(?:month|year)"
+                         r"|in\s+(?:\w+\s+)?contributions|(?:be\s+|is\s+|was\s+)?set\s+aside)\b")
+#: a target for a date years away under a long-range plan ("under the 30-year plan ... should reach $900,000 by 2044"),
+#: or to be built up over years ("$700,000 be set aside over ten years"): not what the fund should hold now
+_HORIZON_AFTER = re.compile(r"\s*(?:\S+\s+){0,4}?(?:over|within)\s+(?:the\s+next\s+)?\w+\s+years\b")
+_HORIZON_PLAN = re.compile(r"\b(?:\d+|twenty|thirty|twenty-five)[- ]year\b|\blong[- ]range\b|\blong[- ]term\b")
+_BY_YEAR = re.compile(r"\bby\s+(?:the\s+end\s+of\s+)?(?:19|20)\d\d\b")
+#: a difference, not a balance ("has $35,000 more than last year")
+_DELTA_AFTER = re.compile(r"\s*(?:more|less|higher|lower|above|below|up|down)\s+(?:than|from|on|over)\b")
+#: a holding whose words after it name the reserve ("$40,000 in reserves", "$52,000 held in the reserve fund")
+_RESERVE_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held\s+)?in\s+(?:the\s+|its\s+)?(?:reserves?|reserve\s+fund)\b")
+#: a part of the fund ("of which $60,000 is held in a GIC"), not the fund
+_PART = re.compile(r"\b(?:of\s+which|including|includes|of\s+this|of\s+that|of\s+the\s+reserve|of\s+the\s+fund)\b")
 #: a projection or an estimate is not what the fund holds now, nor a target
 _FUTURE = re.compile(r"\b(?:projected|projection|forecast\w*|estimated|anticipated|expected)\b")
+#: an amount per unit or per owner before it in its clause on its line ("Per unit (212 units)  balance $1,945  benchmark
+#: $8,712"), or right after it ("$8,712 per unit"), is not the fund's total, whatever else its words say
 _PER_UNIT = re.compile(r"\bper(?:\s+|-)(?:unit|door|suite|owner|lot)\b|\beach\s+(?:unit|owner|suite)\b|\bunit'?s\s+share\b")
-#: the subject of a held amount's clause: the reserve or a fund other than the operating fund, or "it" (the fund named
-#: in the clause before: "... should hold $640,000. At year end it held $122,000.")
-_RESERVE_SUBJECT = re.compile(r"\breserve|(?<!operating )(?<!operating\n)\bfund\b|\bit\s+(?:held|holds|has|had|stands|stood|sits|sat|totall?ed|contained)\b")
+#: the subject of a holding, in the words before it: the reserve, or the fund (not another fund: "the insurance
+#: deductible fund", "the operating fund"); "it" when the clause before names the reserve or the fund and not the
+#: operating fund ("... should hold $640,000. At year end it held $122,000.")
+_RESERVE_SUBJECT = re.compile(r"\breserves?\b|\b(?:the|this|its|our)\s+fund\b")
+_IT_HOLDS = re.compile(r"\bit\s+(?:now\s+|currently\s+)?(?:holds|held|has|had|stands|stood|sits|sat|totals|totall?ed|contains|contained)\b")
+_OTHER_FUND = re.compile(r"\b(?:operating|general|contingency|insurance|deductible|capital\s+improvement|social)\s+(?:fund|account)\b")
 #: what a target's clause is about: the reserve, a fund, its study or plan, a balance or level
 _TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bplan\w*|\bbalance\b|\blevel\b|\bdepreciation\b")
+#: a dollar amount in prose, with its scale: "$1.2 million", "$1.45M", "$850k", "$96,500"
+_PROSE_MONEY = re.compile(r"\$\s*(\d(?:[\d,]*\d)?(?:\.\d+)?)(?:\s*(million|mil\b|m\b|k\b|thousand))?")
+
+
+def _prose_amount(m: re.Match[str]) -> float:
+    value = float(m.group(1).replace(",", "") or 0)
+    scale = m.group(2)
+    return value * (1_000_000 if scale in ("million", "mil", "m") else 1_000 if scale in ("k", "thousand") else 1)
+
+
+def _amount_kind(before: str, after: str) -> tuple[str, bool] | None:
+    """``(kind, now)`` of an amount from its words (:data:`_TARGET_CUE` and the rest): kind "target", "held" or
+    "flow"; ``now``: a holding stated in the present tense (or with no tense); None when its words say nothing."""
+    strong = [(c.end(), kind) for kind, rx in (("target", _TARGET_CUE), ("now", _HELD_NOW), ("then", _HELD_THEN), ("flow", _FLOW_CUE))
+              for c in rx.finditer(before)]
+    if strong:
+        kind = max(strong)[1]
+        return ("held", kind == "now") if kind in ("now", "then") else (kind, True)
+    if _WEAK_HELD.search(before):
+        return "held", True
+    if _FLOW_AFTER.match(after):
+        return "flow", True
+    if _TARGET_AFTER.match(after):
+        return "target", True
+    if _HELD_AFTER.match(after):
+        return "held", True
+    return None
 
 
 def _prose_reserve_ratio(low: str) -> float | None:
     """Funded ratio of a reserve stated in prose, each amount qualified by its own words: "the study recommends
     $410,000; the fund holds $96,500", "our reserve stands at $61,200 against a study target of $250,000", "$88,000,
-    well short of the $600,000 recommended". A negative amount, a projected or estimated one and an amount per unit
-    are none of these. An amount is what the fund holds, or what it should hold, from the
-    words between it and the amount (or clause start) before it: a target's words win over a holding's ("advises a
-    balance of"), and a flow or cost named after them makes it neither ("recommends annual contributions of",
-    "recommends replacing the boiler for"); with no such words, from the words right after it ("$74,300 held").
-    A holding counts in a clause about the reserve (or a fund other than the operating fund, or "it held"), a target
-    in a clause about the reserve, a fund, its study or plan. Returns the holding nearest the first target (a page
-    may also state what the fund held years ago) over that target, or None without both."""
+    well short of the $600,000 recommended".
+
+    An amount is what the fund holds, or what it should hold, from the words between it and the amount (or clause
+    start) before it, the last cue deciding (:func:`_amount_kind`): "the property manager advises that the fund
+    currently holds" is a holding, "recommends a balance of" a target, "recommends annual contributions of" neither.
+    None of these: a negative amount, a projected or estimated one, a part of the fund ("of which"), an amount per
+    unit, a target years away under a long-range plan or built up over years. A holding counts when its words name
+    the reserve or the fund (or "it", after a clause that does), not another fund; a target, in a clause about the
+    reserve, a fund, its study or plan. The holding compared is one stated in the present tense when there is one
+    (a page may also say what the fund held years ago), the one nearest the target; returns it over the first
+    target, or None without both."""
     ends = sentence_ends(low)
-    held: list[tuple[int, float]] = []
+    held: list[tuple[bool, int, float]] = []
     target: tuple[int, float] | None = None
     prev_end = 0
-    for m in _MONEY_RE.finditer(low):
+    for m in _PROSE_MONEY.finditer(low):
         i = bisect.bisect_right(ends, m.start())
         lo = ends[i - 1] if i > 0 else 0
         hi = ends[i] if i < len(ends) else len(low)
         before = low[max(lo, prev_end):m.start()]
         prev_end = m.end()
-        value = _money(m.group(1))
         after = low[m.end():hi]
-        line = low[low.rfind("\n", 0, m.start()) + 1:m.start()]
+        value = _prose_amount(m)
+        line_in_clause = low[max(lo, low.rfind("\n", 0, m.start()) + 1):m.start()]
         if (value <= 0 or low[max(0, m.start() - 2):m.start()].strip().endswith(("(", "-"))  # a negative: another detector's
-                or _PER_UNIT.search(line) or _PER_UNIT.search(before) or _PER_UNIT.match(after.lstrip()) or _FUTURE.search(before)):
+                or _PER_UNIT.search(line_in_clause) or _PER_UNIT.search(before) or _PER_UNIT.match(after.lstrip())
+                or _FUTURE.search(before) or _PART.search(before) or _DELTA_AFTER.match(after)):
             continue
-        cues = [(c.end(), kind) for kind, rx in (("target", _TARGET_CUE), ("held", _HELD_CUE), ("flow", _FLOW_CUE)) for c in rx.finditer(before)]
-        if cues:
-            last = max(cues)[1]
-            kind = "flow" if last == "flow" else "target" if any(k == "target" for _, k in cues) else "held"
-        elif _FLOW_AFTER.match(after):
-            kind = "flow"
-        elif _TARGET_AFTER.match(after):
-            kind = "target"
-        elif _HELD_AFTER.match(after):
-            kind = "held"
-        else:
+        found = _amount_kind(before, after)
+        if found is None:
             continue
+        kind, now = found
         clause = low[lo:hi]
-        if kind == "held" and _RESERVE_SUBJECT.search(clause):
-            held.append((m.start(), value))
-        elif kind == "target" and target is None and _TARGET_SUBJECT.search(clause):
+        if kind == "held" and _holder_is_reserve(low, before, after, low[lo:m.start()], lo, ends, i):
+            held.append((now, m.start(), value))
+        elif kind == "target" and target is None and _TARGET_SUBJECT.search(clause) and not _horizon(clause, after):
             target = (m.start(), value)
     if not held or target is None:
         return None
     at, goal = target
-    holding = min(held, key=lambda h: (abs(h[0] - at), h[0]))[1]
+    present = [h for h in held if h[0]] or held
+    holding = min(present, key=lambda h: (abs(h[1] - at), h[1]))[2]
     return None if holding == goal else holding / goal
+
+
+def _holder_is_reserve(low: str, before: str, after: str, clause_before: str, lo: int, ends: Sequence[int], i: int) -> bool:
+    """Whether a holding is the reserve's: the words before it (``before``, from the amount or clause start before
+    it) name no other fund and name the reserve or the fund, or the words after it do ("$40,000 in reserves"), or the
+    clause up to it does ("the reserve, which held $50,000 in 2015, now holds ..."; ``clause_before``); or they say
+    "it" after a clause that names the reserve or the fund and not another fund."""
+    if _OTHER_FUND.search(before):
+        return False
+    if _RESERVE_SUBJECT.search(before) or _RESERVE_AFTER.match(after):
+        return True
+    if _RESERVE_SUBJECT.search(clause_before) and _OTHER_FUND.search(clause_before) is None:
+        return True
+    if _IT_HOLDS.search(before) and i > 0:
+        prev = low[(ends[i - 2] if i > 1 else 0):lo]
+        return _RESERVE_SUBJECT.search(prev) is not None and _OTHER_FUND.search(prev) is None
+    return False
+
+
+def _horizon(clause: str, after: str) -> bool:
+    """A target years away: built up over years ("over ten years" after it), or by a year under a long-range plan."""
+    return _HORIZON_AFTER.match(after) is not None or (_BY_YEAR.search(clause) is not None and _HORIZON_PLAN.search(clause) is not None)
 
 
 _PERCENT_FUNDED = re.compile(

@@ -590,6 +590,48 @@ def test_in_prose_an_amount_per_unit_is_not_compared_with_the_fund_s_target(text
 
     assert reserve_shortfall(text) is None
 
+# --------------------------------------------------------------------------- a reserve in prose: what review found
+# (session 25) Each kind of misreading in new words: a scale word, an old holding beside today's, another fund, a
+# long-range target, a part of the fund, money received, a reporting verb, a difference; and shortfalls worded without
+# a holding verb.
+
+_PROSE_HEALTHY_MORE = [
+    "At the close of the fiscal year the reserve fund stood at $2.4 million, above the $1,900,000 the engineer's study recommends.",
+    "The study sets the recommended reserve at $350,000. The fund, which had $42,000 when the building was turned over in 2009, "
+    "today holds $372,000.",
+    "The reserve fund has $640,000 and the contingency fund has $18,000; the study's recommended balance is $600,000.",
+    "Apart from the reserve, the contingency fund holds $18,000. The study recommends a reserve of $600,000.",
+    "The 2025 study recommends a reserve of $300,000; the general account holds $9,000 while the reserve fund holds $318,000.",
+    "The operating fund ended the year in surplus. It had $14,500 on December 31. The reserve study recommends a balance of $280,000.",
+    "Under the 25-year funding plan the reserve should grow to $1,500,000 by 2049; it holds $410,000 today, on schedule.",
+    "The reserve fund holds $260,000. The depreciation report calls for $540,000 to be accumulated over the next eight years "
+    "for the parkade membrane.",
+    "The reserve fund holds $455,000, including $80,000 in a term deposit; the study recommends $430,000.",
+    "So far this year the reserve fund has collected $36,000 from owners, as the study requires, toward a recommended balance of $520,000.",
+    "The manager advises that the reserve fund now holds $505,000; the study calls for $480,000.",
+    "The reserve fund has $22,000 more than a year ago and now totals $398,000, against the $380,000 recommended.",
+]
+
+_PROSE_SHORT_MORE = [
+    "The reserve fund is only $31,000, while the study recommends $420,000.",
+    "Reserve fund: $27,500 (study recommendation: $390,000)",
+    "By year end the reserve fund contained $33,000; the depreciation report recommends $410,000.",
+    "The corporation carries $29,000 in reserves, and its reserve study calls for $375,000.",
+    "The reserve fund holds $310,000; the study recommends $1.4 million.",
+    "The reserve fund holds $38,000 (roughly $310 per unit); the study recommends $460,000.",
+    "Estoppel: Amount in reserve fund: $36,200. Amount recommended by the reserve fund study: $455,000.",
+]
+
+
+@pytest.mark.parametrize("text", [t for s in _PROSE_HEALTHY_MORE for t in _layouts(s)])
+def test_in_prose_a_healthy_reserve_is_not_a_shortfall_whatever_else_the_page_says(text):
+    assert "reserve_shortfall" not in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [t for s in _PROSE_SHORT_MORE for t in _layouts(s)])
+def test_in_prose_a_shortfall_worded_without_a_holding_verb_is_found(text):
+    assert "reserve_shortfall" in kinds(text, "condo")
+
 # --------------------------------------------------------------------------- deductibles
 
 
