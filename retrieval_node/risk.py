@@ -744,19 +744,25 @@ def reserve_shortfall(text: str) -> float | None:
 #: cue before the amount decides. Weak cues ("a balance of", "is only", "in reserve", a "Reserve fund:" label) say
 #: "held" only where no strong cue does.
 _TARGET_CUE = re.compile(r"\b(?:recommend\w*|requir\w*|benchmark|target\w*|should\s+(?:hold|have|be|reach|stand)|calls?\s+for|advis\w*"
-                         r"|fully\s+funded|ideal|minimum|(?:increased|raised|brought|built\s+up|grow|grown)\s+to)\b")
-_HELD_NOW = re.compile(r"\b(?:holds|holding|holdings|has|have|stands|sits|totals|totall?ing|contains|amounts\s+to|currently|now|today"
+                         r"|fully\s+funded|ideal|minimum|needed|(?:proper|appropriate|adequate|prudent)\s+(?:level|balance)"
+                         r"|(?:increased|raised|brought|built\s+up|grow|grown)\s+to)\b")
+_HELD_NOW = re.compile(r"\b(?:holds|holding|holdings|has|have|stands|sits|totals?|totall?ing|contains|amounts?\s+to|comes\s+to|currently|now|today"
+                       r"|at\s+present|presently"
                        r"|on\s+(?:hand|deposit)|actual)\b")
-_HELD_THEN = re.compile(r"\b(?:held|had|stood|sat|totall?ed|contained|amounted\s+to)\b")
+_HELD_THEN = re.compile(r"\b(?:held|had|stood|sat|totall?ed|contained|amounted\s+to|came\s+to)\b")
 _FLOW_CUE = re.compile(r"\b(?:contribut\w*|instal\w*|monthly|annual\w*|yearly|per\s+(?:month|year|annum)|levy|levies|fees?"
                        r"|costs?|costing|replac\w*|repair\w*|projects?|expens\w*|expendit\w*|spend\w*|spent|budget\w*|interest"
                        r"|insurance|deductible|increase[sd]?|increasing|rais(?:e|es|ing)|loan|borrow\w*|transfer\w*|deposits|withdraw\w*"
                        r"|draws?|received|receives|collected|paid|earned|allocated|set\s+aside|surplus|deficit)\b")
-_WEAK_HELD = re.compile(r"\b(?:balance|position|in\s+(?:the\s+)?reserves?(?:\s+fund)?|(?:is|was|stands\s+at|stood\s+at)\s+(?:only|just|now|currently|down\s+to)"
+_WEAK_HELD = re.compile(r"\b(?:balances?|position|in\s+(?:the\s+)?reserves?(?:\s+fund)?|(?:is|was|stands\s+at|stood\s+at)\s+(?:only|just|now|currently|down\s+to)"
+                        r"|(?:reserves?|fund|balance|it)\s+(?:is|was|stands\s+at|sits\s+at)(?:\s+(?:now|currently|only))?(?:\s+at)?"
+                        r"|reserve(?:\s+fund)?(?:\s+balance)?\s*(?::|at|of)?\s*(?:approx\.?|approximately|about|around|roughly|some|~)"
                         r"|reserve(?:\s+fund)?(?:\s+balance)?\s*(?::|at|of))(?=\W|$)")
 #: a cue just after an amount with none before it ("$600,000 recommended in the study", "$74,300 held")
-_TARGET_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:recommended|required|targeted|advised)\b"
-                           r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+|our\s+|their\s+)?(?:[a-z0-9']+\s+){0,3}(?:recommends|requires|calls\s+for|advises)\b")
+_TARGET_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:recommended|required|targeted|advised|needed)\b"
+                           r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+|our\s+|their\s+)?(?:[a-z0-9']+\s+){0,3}(?:recommends|requires|calls\s+for|advises)\b"
+                           r"|\s+(?:the\s+|its\s+|a\s+)?(?:[a-z0-9']+\s+){0,2}(?:fully\s+funded|recommended|required|target|benchmark)\s+(?:balance|level)\b"
+                           r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+)?(?:[a-z0-9']+\s+){0,4}says\s+(?:the\s+fund|it)\s+should\s+(?:hold|have|be)\b")
 _HELD_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held|on\s+hand|on\s+deposit|in\s+(?:the\s+)?(?:reserves?|fund|account))\b")
 _FLOW_AFTER = re.compile(r"\s*(?:per\s+(?:month|year|annum)|a\s+(?:month|year)|monthly|annually|each\s+(?:month|year)"
                          r"|in\s+(?:\w+\s+)?contributions|(?:be\s+|is\s+|was\s+)?set\s+aside)\b")
@@ -768,9 +774,9 @@ _BY_YEAR = re.compile(r"\bby\s+(?:the\s+end\s+of\s+)?(?:19|20)\d\d\b")
 #: a difference, not a balance ("has $35,000 more than last year")
 _DELTA_AFTER = re.compile(r"\s*(?:more|less|higher|lower|above|below|up|down)\s+(?:than|from|on|over)\b")
 #: a holding whose words after it name the reserve ("$40,000 in reserves", "$52,000 held in the reserve fund")
-_RESERVE_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held\s+)?in\s+(?:the\s+|its\s+)?(?:reserves?|reserve\s+fund)\b")
+_RESERVE_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:held\s+|on\s+hand\s+|on\s+deposit\s+)?in\s+(?:the\s+|its\s+)?(?:reserves?|reserve\s+fund)\b")
 #: a part of the fund ("of which $60,000 is held in a GIC"), not the fund
-_PART = re.compile(r"\b(?:of\s+which|including|includes|of\s+this|of\s+that|of\s+the\s+reserve|of\s+the\s+fund)\b")
+_PART = re.compile(r"\b(?:of\s+which|including|includes|of\s+(?:this|that)\s+(?:amount|sum|balance))\s*(?:\S+\s+)?$")
 #: a projection or an estimate is not what the fund holds now, nor a target
 _FUTURE = re.compile(r"\b(?:projected|projection|forecast\w*|estimated|anticipated|expected)\b")
 #: an amount per unit or per owner before it in its clause on its line ("Per unit (212 units)  balance $1,945  benchmark
@@ -780,10 +786,12 @@ _PER_UNIT = re.compile(r"\bper(?:\s+|-)(?:unit|door|suite|owner|lot)\b|\beach\s+
 #: deductible fund", "the operating fund"); "it" when the clause before names the reserve or the fund and not the
 #: operating fund ("... should hold $640,000. At year end it held $122,000.")
 _RESERVE_SUBJECT = re.compile(r"\breserves?\b|\b(?:the|this|its|our)\s+fund\b")
-_IT_HOLDS = re.compile(r"\bit\s+(?:now\s+|currently\s+)?(?:holds|held|has|had|stands|stood|sits|sat|totals|totall?ed|contains|contained)\b")
-_OTHER_FUND = re.compile(r"\b(?:operating|general|contingency|insurance|deductible|capital\s+improvement|social)\s+(?:fund|account)\b")
+_IT_HOLDS = re.compile(r"\bit\s+(?:now\s+|currently\s+)?(?:holds|held|has|had|stands|stood|sits|sat|totals|totall?ed|contains|contained"
+                       r"|(?:is|was)\s+(?:now\s+|currently\s+|only\s+)?(?:at|only))\b")
+_OTHER_FUND = re.compile(r"\b(?:operating|general|contingency|insurance|deductible|capital\s+improvement|social)\s+(?:fund|account|reserve)\b")
 #: what a target's clause is about: the reserve, a fund, its study or plan, a balance or level
-_TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bplan\w*|\bbalance\b|\blevel\b|\bdepreciation\b")
+_TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bplan\w*|\bbalance\b|\blevel\b|\bdepreciation\b|\bupdate\b"
+                             r"|\bassessment\b|\bengineer|\bconsultant|\bprovider\b")
 #: a dollar amount in prose, with its scale: "$1.2 million", "$1.45M", "$850k", "$96,500"
 _PROSE_MONEY = re.compile(r"\$\s*(\d(?:[\d,]*\d)?(?:\.\d+)?)(?:\s*(million|mil\b|m\b|k\b|thousand))?")
 
@@ -883,8 +891,11 @@ def _horizon(clause: str, after: str) -> bool:
     return _HORIZON_AFTER.match(after) is not None or (_BY_YEAR.search(clause) is not None and _HORIZON_PLAN.search(clause) is not None)
 
 
+#: a percentage as the documents write it: "21%", "21 %", "21 per cent", "21 percent"
+_PCT = r" ?(?:%|per ?cent\b|percent\b)"
 _PERCENT_FUNDED = re.compile(
-    r"percent(?:age)? funded[^0-9\n]{0,40}(\d{1,3}(?:\.\d+)?) ?%|funded (?:at|to) (?:only )?(\d{1,3}(?:\.\d+)?) ?%|(\d{1,3}(?:\.\d+)?) ?% funded"
+    r"percent(?:age)? funded[^0-9\n]{0,40}(\d{1,3}(?:\.\d+)?)" + _PCT + r"|funded (?:at|to) (?:only )?(\d{1,3}(?:\.\d+)?)" + _PCT
+    + r"|(\d{1,3}(?:\.\d+)?)" + _PCT + r" funded"
 )
 
 

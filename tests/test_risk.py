@@ -632,6 +632,49 @@ def test_in_prose_a_healthy_reserve_is_not_a_shortfall_whatever_else_the_page_sa
 def test_in_prose_a_shortfall_worded_without_a_holding_verb_is_found(text):
     assert "reserve_shortfall" in kinds(text, "condo")
 
+# a second probe set, written by another helper (session 25): wordings the reader missed, each rule in new words
+_PROSE_SHORT_WORDED = [
+    # a bare "is" after the fund, an approximation after its label, "total", "needed"
+    "Our reserve is $52k, while the benchmark in the study is $410k.",
+    "Reserve fund approx. $44,000 (the depreciation report recommends $395,000).",
+    "The reserves total roughly $61,000; the study says $480,000 is needed.",
+    # a target named after its amount, or by what the study says the fund should hold
+    "The reserve fund holds $90,000, a fraction of the $720,000 fully funded balance.",
+    "Reserves came to $70,000 at year end, well under the $650,000 the engineer says the fund should hold now.",
+    # "it is currently at" after a clause naming the fund; an update of the study
+    "The study's authors put the reserve fund's proper level at $800,000; it is currently at $150,000.",
+    "The reserve fund now holds $66,000, against $540,000 recommended in the 2024 study update.",
+    # words that only look like a part of the fund ("the date of this certificate", "the opinion of the reserve ...")
+    "Required reserve per the study: $350,000; as at the date of this certificate, the reserve fund has a balance of $41,200.",
+    "In the opinion of the reserve study consultant, the reserve fund should stand at $900,000; at present it is at $205,000.",
+    # money on hand in the fund
+    "Some $48,000 is on hand in the reserve fund; the study recommended that $460,000 be on hand.",
+    # a funded percentage written out
+    "The 2024 study finds the reserve fund only 31 per cent funded.",
+]
+_PROSE_HEALTHY_WORDED = [
+    "The reserve fund is 78 percent funded, in line with the study.",
+    # the operating fund's deficit is not the reserve's
+    "The operating fund closed 2024 with a deficit of $12,300, covered from earlier surpluses; the reserve fund holds $690,000 "
+    "against the $640,000 the study recommends.",
+    # a contingency reserve is another fund
+    "Capital replacement reserve: $402,000 (the study recommends $430,000). Contingency reserve: $25,000.",
+]
+
+
+@pytest.mark.parametrize("text", [t for s in _PROSE_SHORT_WORDED for t in _layouts(s)])
+def test_in_prose_a_shortfall_in_other_words_is_found(text):
+    assert "reserve_shortfall" in kinds(text, "condo")
+
+
+@pytest.mark.parametrize("text", [t for s in _PROSE_HEALTHY_WORDED for t in _layouts(s)])
+def test_another_fund_s_deficit_or_reserve_and_a_healthy_percentage_are_not_a_shortfall(text):
+    assert "reserve_shortfall" not in kinds(text, "condo")
+
+
+def test_a_reserve_deficit_stated_as_such_is_still_a_shortfall():
+    assert "reserve_shortfall" in kinds("The reserve fund shows a deficit of $95,000 at the end of 2024.", "condo")
+
 # --------------------------------------------------------------------------- deductibles
 
 
