@@ -788,7 +788,12 @@ _PER_UNIT = re.compile(r"\bper(?:\s+|-)(?:unit|door|suite|owner|lot)\b|\beach\s+
 _RESERVE_SUBJECT = re.compile(r"\breserves?\b|\b(?:the|this|its|our)\s+fund\b")
 _IT_HOLDS = re.compile(r"\bit\s+(?:now\s+|currently\s+)?(?:holds|held|has|had|stands|stood|sits|sat|totals|totall?ed|contains|contained"
                        r"|(?:is|was)\s+(?:now\s+|currently\s+|only\s+)?(?:at|only))\b")
-_OTHER_FUND = re.compile(r"\b(?:operating|general|contingency|insurance|deductible|capital\s+improvement|social)\s+(?:fund|account|reserve)\b")
+_OTHER_FUND = re.compile(r"\b(?:operating|general|contingency|insurance|deductible|capital\s+improvement|social)\s+(?:fund|account)\b"
+                         r"|\b(?:operating|general|insurance|deductible|social)\s+reserve\b")
+#: "contingency reserve (fund)" is the reserve fund's name in some documents; beside a capital (replacement) reserve it
+#: is another fund
+_CONTINGENCY_RESERVE = re.compile(r"\bcontingency\s+reserve\b")
+_CAPITAL_RESERVE = re.compile(r"\bcapital\s+(?:replacement\s+)?reserve\b")
 #: what a target's clause is about: the reserve, a fund, its study or plan, a balance or level
 _TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bplan\w*|\bbalance\b|\blevel\b|\bdepreciation\b|\bupdate\b"
                              r"|\bassessment\b|\bengineer|\bconsultant|\bprovider\b")
@@ -869,20 +874,27 @@ def _prose_reserve_ratio(low: str) -> float | None:
     return None if holding == goal else holding / goal
 
 
+def _other_fund(words: str, low: str) -> bool:
+    """Whether ``words`` name a fund other than the reserve (:data:`_OTHER_FUND`; a contingency reserve where the text
+    also names a capital reserve)."""
+    return _OTHER_FUND.search(words) is not None or (
+        _CONTINGENCY_RESERVE.search(words) is not None and _CAPITAL_RESERVE.search(low) is not None)
+
+
 def _holder_is_reserve(low: str, before: str, after: str, clause_before: str, lo: int, ends: Sequence[int], i: int) -> bool:
     """Whether a holding is the reserve's: the words before it (``before``, from the amount or clause start before
     it) name no other fund and name the reserve or the fund, or the words after it do ("$40,000 in reserves"), or the
     clause up to it does ("the reserve, which held $50,000 in 2015, now holds ..."; ``clause_before``); or they say
     "it" after a clause that names the reserve or the fund and not another fund."""
-    if _OTHER_FUND.search(before):
+    if _other_fund(before, low):
         return False
     if _RESERVE_SUBJECT.search(before) or _RESERVE_AFTER.match(after):
         return True
-    if _RESERVE_SUBJECT.search(clause_before) and _OTHER_FUND.search(clause_before) is None:
+    if _RESERVE_SUBJECT.search(clause_before) and not _other_fund(clause_before, low):
         return True
     if _IT_HOLDS.search(before) and i > 0:
         prev = low[(ends[i - 2] if i > 1 else 0):lo]
-        return _RESERVE_SUBJECT.search(prev) is not None and _OTHER_FUND.search(prev) is None
+        return _RESERVE_SUBJECT.search(prev) is not None and not _other_fund(prev, low)
     return False
 
 
@@ -896,6 +908,8 @@ _PCT = r" ?(?:%|per ?cent\b|percent\b)"
 _PERCENT_FUNDED = re.compile(
     r"percent(?:age)? funded[^0-9\n]{0,40}(\d{1,3}(?:\.\d+)?)" + _PCT + r"|funded (?:at|to) (?:only )?(\d{1,3}(?:\.\d+)?)" + _PCT
     + r"|(\d{1,3}(?:\.\d+)?)" + _PCT + r" funded"
+    + r"|(\d{1,3}(?:\.\d+)?)" + _PCT + r"\s+of\s+(?:the\s+|its\s+|their\s+)?(?:recommended|required|target|benchmark|fully\s+funded)"
+      r"\s+(?:level|balance|amount|funding(?:\s+level)?|reserve(?:\s+fund)?(?:\s+balance)?)\b"
 )
 
 

@@ -649,11 +649,15 @@ _PROSE_SHORT_WORDED = [
     "In the opinion of the reserve study consultant, the reserve fund should stand at $900,000; at present it is at $205,000.",
     # money on hand in the fund
     "Some $48,000 is on hand in the reserve fund; the study recommended that $460,000 be on hand.",
-    # a funded percentage written out
+    # a funded percentage written out, or as a share of the recommended level
     "The 2024 study finds the reserve fund only 31 per cent funded.",
+    "The reserve stands at about 28% of the recommended balance, according to the engineer.",
+    # where the reserve fund is called the contingency reserve fund (and no capital reserve is named)
+    "The contingency reserve fund currently holds $95,000; the depreciation report recommends $610,000.",
 ]
 _PROSE_HEALTHY_WORDED = [
     "The reserve fund is 78 percent funded, in line with the study.",
+    "The fund sits at 84 per cent of the recommended level set out in the reserve study.",
     # the operating fund's deficit is not the reserve's
     "The operating fund closed 2024 with a deficit of $12,300, covered from earlier surpluses; the reserve fund holds $690,000 "
     "against the $640,000 the study recommends.",
