@@ -757,7 +757,7 @@ _FLOW_CUE = re.compile(r"\b(?:contribut\w*|instal\w*|monthly|annual\w*|yearly|pe
 _WEAK_HELD = re.compile(r"\b(?:balances?|position|in\s+(?:the\s+)?reserves?(?:\s+fund)?|(?:is|was|stands\s+at|stood\s+at)\s+(?:only|just|now|currently|down\s+to)"
                         r"|(?:reserves?|fund|balance|it)\s+(?:is|was|stands\s+at|sits\s+at)(?:\s+(?:now|currently|only))?(?:\s+at)?"
                         r"|reserve(?:\s+fund)?(?:\s+balance)?\s*(?::|at|of)?\s*(?:approx\.?|approximately|about|around|roughly|some|~)"
-                        r"|reserve(?:\s+fund)?(?:\s+balance)?\s*(?::|at|of))(?=\W|$)")
+                        r"|reserve(?:\s+fund)?(?:\s+balance)?\s*(?::|-|\u2013|at|of))(?=\W|$)")
 #: a cue just after an amount with none before it ("$600,000 recommended in the study", "$74,300 held")
 _TARGET_AFTER = re.compile(r"\s*(?:is\s+|was\s+)?(?:recommended|required|targeted|advised|needed)\b"
                            r"|\s+(?:that\s+|which\s+)?(?:the\s+|its\s+|our\s+|their\s+)?(?:[a-z0-9']+\s+){0,3}(?:recommends|requires|calls\s+for|advises)\b"
@@ -853,7 +853,7 @@ def _prose_reserve_ratio(low: str) -> float | None:
         after = low[m.end():hi]
         value = _prose_amount(m)
         line_in_clause = low[max(lo, low.rfind("\n", 0, m.start()) + 1):m.start()]
-        if (value <= 0 or low[max(0, m.start() - 2):m.start()].strip().endswith(("(", "-"))  # a negative: another detector's
+        if (value <= 0 or _negative_sign(low[max(0, m.start() - 24):m.start()])  # a negative: another detector's
                 or _PER_UNIT.search(line_in_clause) or _PER_UNIT.search(before) or _PER_UNIT.match(after.lstrip())
                 or _FUTURE.search(before) or _PART.search(before) or _DELTA_AFTER.match(after)):
             continue
@@ -879,6 +879,16 @@ def _other_fund(words: str, low: str) -> bool:
     also names a capital reserve)."""
     return _OTHER_FUND.search(words) is not None or (
         _CONTINGENCY_RESERVE.search(words) is not None and _CAPITAL_RESERVE.search(low) is not None)
+
+
+def _negative_sign(before: str) -> bool:
+    """Whether the words right before a dollar amount make it negative: "(" or an attached minus ("-$"), or a spaced
+    minus after a verb or preposition ("is - $151,792"), not a spaced dash after a label ("Amount in reserve fund -
+    $71,900": :data:`_LABEL_DASH`)."""
+    tail = before.rstrip(" ")
+    if tail.endswith("(") or before.endswith("-"):
+        return True
+    return tail.endswith("-") and _LABEL_DASH.search(before + "$") is None
 
 
 def _holder_is_reserve(low: str, before: str, after: str, clause_before: str, lo: int, ends: Sequence[int], i: int) -> bool:
@@ -908,8 +918,9 @@ _PCT = r" ?(?:%|per ?cent\b|percent\b)"
 _PERCENT_FUNDED = re.compile(
     r"percent(?:age)? funded[^0-9\n]{0,40}(\d{1,3}(?:\.\d+)?)" + _PCT + r"|funded (?:at|to) (?:only )?(\d{1,3}(?:\.\d+)?)" + _PCT
     + r"|(\d{1,3}(?:\.\d+)?)" + _PCT + r" funded"
-    + r"|(\d{1,3}(?:\.\d+)?)" + _PCT + r"\s+of\s+(?:the\s+|its\s+|their\s+)?(?:recommended|required|target|benchmark|fully\s+funded)"
-      r"\s+(?:level|balance|amount|funding(?:\s+level)?|reserve(?:\s+fund)?(?:\s+balance)?)\b"
+    + r"|(\d{1,3}(?:\.\d+)?)" + _PCT + r"\s+of\s+(?:the\s+|its\s+|their\s+)?(?:[a-z']+\s+){0,2}?"
+      r"(?:(?:recommended|required|target|benchmark|fully\s+funded)\s+(?:level|balance|amount|funding(?:\s+level)?|reserve(?:\s+fund)?(?:\s+balance)?)"
+      r"|recommendation|requirement|benchmark|target)\b"
 )
 
 
@@ -968,6 +979,29 @@ def _plain_figure(cell: str) -> list[float]:
 _ASIDE = re.compile(r"\(\s?\$?\s?\d[\d,]*(?:\.\d{2})?\s?\)(?=\s+(?:is|was|are|were|remains)\s+(?:enough|sufficient|adequate|ample|healthy)\b)")
 #: A row of a reserve or cash-flow table that names a balance ("closing", "projected", "lowest"...).
 _BALANCE_ROW = re.compile(r"\b(?:closing|projected|ending|balance|lowest|fund)\b")
+#: A negative amount on such a row: parenthesised, or signed before or after the dollar sign.
+_NEGATIVE_AMOUNT = re.compile(r"\(\s?\$?\s?\d[\d,]*(?:\.\d+)?\s?\)|-\s?\$\s?\d[\d,]*(?:\.\d+)?|\$\s?-\s?\d[\d,]*(?:\.\d+)?")
+#: what a negative amount must follow closely to be a balance: "lowest projected balance ($412,300)", "the closing
+#: balance in 2031 is - $151,792", "Projected reserve balance at the end of 2027: ($18,400)"
+_BALANCE_NEAR = re.compile(r"\b(?:closing|projected|ending|balance|lowest|deficit|shortfall|position|overdrawn)\b")
+#: a spaced dash after a label is a separator, not a minus ("Amount in reserve fund - $627,150.22"); after a verb or a
+#: preposition it is a minus ("the closing balance in 2031 is - $151,792")
+_LABEL_DASH = re.compile(r"\b(?!(?:is|was|be|been|of|at|to|reaches|reach|reached|falls|fall|fell|drops|drop|dropped|down|minus|by|be)\b)"
+                         r"([a-z][a-z']*\)?)\s+-\s+(?=\$)")
+
+
+def _balance_negatives(line: str) -> str:
+    """``line`` with the negative amounts that are no balance's written as positive: a spaced dash after a label
+    (:data:`_LABEL_DASH`), a negative amount with no balance word in the 48 characters before it on its line (a cost
+    in parentheses in a sentence about the fund: "Roof replacement ($380,000) was completed ...")."""
+    line = _LABEL_DASH.sub(r"\1   ", line)
+    out = []
+    last = 0
+    for m in _NEGATIVE_AMOUNT.finditer(line):
+        if _BALANCE_NEAR.search(line, max(0, m.start() - 48), m.start()) is None:
+            out.append(line[last:m.start()] + re.sub(r"[()\-]", " ", m.group(0)))
+            last = m.end()
+    return "".join(out) + line[last:]
 
 
 def negative_reserve_balance(text: str) -> float | None:
@@ -982,7 +1016,7 @@ def negative_reserve_balance(text: str) -> float | None:
     lines = _ASIDE.sub(" ", low).split("\n")
     for i, line in enumerate(lines):
         if _BALANCE_ROW.search(line) and parse_amounts(line, bare=True):
-            found += [a for a in parse_amounts(line, bare=True) if a < 0]
+            found += [a for a in parse_amounts(_balance_negatives(line), bare=True) if a < 0]
             continue
         header = _cells(line)
         cols = [j for j, c in enumerate(header) if re.fullmatch(r"(?:projected )?(?:closing|ending)(?: balance)?|balance", c)]

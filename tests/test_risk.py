@@ -654,6 +654,8 @@ _PROSE_SHORT_WORDED = [
     "The reserve stands at about 28% of the recommended balance, according to the engineer.",
     # where the reserve fund is called the contingency reserve fund (and no capital reserve is named)
     "The contingency reserve fund currently holds $95,000; the depreciation report recommends $610,000.",
+    # a form's label, a dash, its amount: the dash separates, it is no minus
+    "Information statement, item 9: Amount in the reserve fund - $58,300.00. The most recent reserve study recommends $440,000.",
 ]
 _PROSE_HEALTHY_WORDED = [
     "The reserve fund is 78 percent funded, in line with the study.",
@@ -663,6 +665,9 @@ _PROSE_HEALTHY_WORDED = [
     "against the $640,000 the study recommends.",
     # a contingency reserve is another fund
     "Capital replacement reserve: $402,000 (the study recommends $430,000). Contingency reserve: $25,000.",
+    # a dash after a form's label is no minus, and a cost in parentheses in a sentence about the fund is no negative balance
+    "Question 12: Balance of the reserve fund - $508,300.10. Reserve adequate per latest study: yes.",
+    "The elevator modernization ($245,000) was paid from the reserve fund in 2024; the fund still holds $690,000.",
 ]
 
 
