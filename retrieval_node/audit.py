@@ -129,16 +129,10 @@ def private_dir(path: Path) -> None:
 
 
 def _atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file, renamed), owner-only (0600)."""
+    """Write ``data`` to ``path`` atomically, owner-only, its directory made owner-only first
+    (:func:`~retrieval_node.snapshot_files.atomic_write`)."""
     private_dir(path.parent)
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}_{threading.get_ident()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        if durable:
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    snapshot_files.atomic_write(path, data, durable=durable)
 
 
 _SHARED_LOCK = threading.Lock()

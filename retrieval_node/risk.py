@@ -260,6 +260,16 @@ def _money(s: str) -> float:
     return float(s.replace(",", ""))
 
 
+#: the scale word after a figure ("$1.2 million", "$2.9 M", "$850k"), read by :func:`_scaled`
+_SCALE = r"(?:\s*(million|mil\b|m\b|k\b|thousand))?"
+
+
+def _scaled(figure: str, scale: str | None) -> float:
+    """A figure ("1,250", "1.2") times its :data:`_SCALE` word."""
+    value = float(figure.replace(",", "") or 0)
+    return value * (1_000_000 if scale in ("million", "mil", "m") else 1_000 if scale in ("k", "thousand") else 1)
+
+
 # --------------------------------------------------------------------------- amounts
 
 #: A dollar amount, negative when in parentheses or signed: "$1,250.00", "($1,021,314)", "-$4,000", "$ 0".
@@ -267,6 +277,19 @@ _SIGNED_MONEY = re.compile(r"(\(\s?)?(-\s?)?\$\s*(-\s?)?(\d[\d,]*(?:\.\d+)?)(?=(
 #: A bare table figure and no dollar sign: with cents ("3,604.55", "0.00") or thousands separators ("(1,299,797)");
 #: not a percentage.
 _BARE_AMOUNT = re.compile(r"(?<![\d.,$])(\(?)(-?)(?:(\d{1,3}(?:,\d{3})*|\d+)\.(\d{2})|(\d{1,3}(?:,\d{3})+))(?![\d%,])(?!\.\d)")
+
+
+#: the words before a spaced dash that make it a separator, not a minus: a comparative year ("(2023 - $1,311,450)") or
+#: a label ("Amount in reserve fund - $627,150.22"); after a verb or a preposition it is a minus ("the closing balance
+#: in 2031 is - $151,792")
+_SEPARATOR_BEFORE = re.compile(r"(?:\b(?:19|20)\d{2}"
+                               r"|\b(?!(?:is|was|be|been|of|at|to|reaches|reach|reached|falls|fall|fell|drops|drop|dropped|down|minus|by)\b)"
+                               r"[a-z][a-z']*\)?)\s$")
+
+
+def _separating_dash(before: str) -> bool:
+    """Whether a spaced dash after ``before`` (the text up to the dash) separates a label or a year from its amount."""
+    return _SEPARATOR_BEFORE.search(before) is not None
 
 
 def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
@@ -282,8 +305,8 @@ def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
         except ValueError:
             continue
         minus = m.group(2)
-        if minus and not m.group(1) and re.search(r"\b(?:19|20)\d{2}\s$", span[max(0, m.start() - 6):m.start()]) and minus.endswith(" "):
-            minus = None  # "(2023 - $1,311,450)": a dash between a comparative year and its amount is no sign
+        if minus and not m.group(1) and minus.endswith(" ") and _separating_dash(span[max(0, m.start() - 24):m.start()]):
+            minus = None
         negative = bool(minus or m.group(3) or (m.group(1) and m.group(5)))
         out.append(-value if negative else value)
     if bare:
@@ -798,13 +821,11 @@ _CAPITAL_RESERVE = re.compile(r"\bcapital\s+(?:replacement\s+)?reserve\b")
 _TARGET_SUBJECT = re.compile(r"\breserve|\bfund|\bstud(?:y|ies)\b|\breport\b|\bplan\w*|\bbalance\b|\blevel\b|\bdepreciation\b|\bupdate\b"
                              r"|\bassessment\b|\bengineer|\bconsultant|\bprovider\b")
 #: a dollar amount in prose, with its scale: "$1.2 million", "$1.45M", "$850k", "$96,500"
-_PROSE_MONEY = re.compile(r"\$\s*(\d(?:[\d,]*\d)?(?:\.\d+)?)(?:\s*(million|mil\b|m\b|k\b|thousand))?")
+_PROSE_MONEY = re.compile(r"\$\s*(\d(?:[\d,]*\d)?(?:\.\d+)?)" + _SCALE)
 
 
 def _prose_amount(m: re.Match[str]) -> float:
-    value = float(m.group(1).replace(",", "") or 0)
-    scale = m.group(2)
-    return value * (1_000_000 if scale in ("million", "mil", "m") else 1_000 if scale in ("k", "thousand") else 1)
+    return _scaled(m.group(1), m.group(2))
 
 
 def _amount_kind(before: str, after: str) -> tuple[str, bool] | None:
@@ -882,13 +903,12 @@ def _other_fund(words: str, low: str) -> bool:
 
 
 def _negative_sign(before: str) -> bool:
-    """Whether the words right before a dollar amount make it negative: "(" or an attached minus ("-$"), or a spaced
-    minus after a verb or preposition ("is - $151,792"), not a spaced dash after a label ("Amount in reserve fund -
-    $71,900": :data:`_LABEL_DASH`)."""
+    """Whether the words right before a dollar amount make it negative, as :func:`parse_amounts` reads a sign: "(" or
+    an attached minus ("-$"), or a spaced minus that is no separator (:func:`_separating_dash`)."""
     tail = before.rstrip(" ")
     if tail.endswith("(") or before.endswith("-"):
         return True
-    return tail.endswith("-") and _LABEL_DASH.search(before + "$") is None
+    return tail.endswith("-") and not _separating_dash(tail[:-1])
 
 
 def _holder_is_reserve(low: str, before: str, after: str, clause_before: str, lo: int, ends: Sequence[int], i: int) -> bool:
@@ -984,17 +1004,12 @@ _NEGATIVE_AMOUNT = re.compile(r"\(\s?\$?\s?\d[\d,]*(?:\.\d+)?\s?\)|-\s?\$\s?\d[\
 #: what a negative amount must follow closely to be a balance: "lowest projected balance ($412,300)", "the closing
 #: balance in 2031 is - $151,792", "Projected reserve balance at the end of 2027: ($18,400)"
 _BALANCE_NEAR = re.compile(r"\b(?:closing|projected|ending|balance|lowest|deficit|shortfall|position|overdrawn)\b")
-#: a spaced dash after a label is a separator, not a minus ("Amount in reserve fund - $627,150.22"); after a verb or a
-#: preposition it is a minus ("the closing balance in 2031 is - $151,792")
-_LABEL_DASH = re.compile(r"\b(?!(?:is|was|be|been|of|at|to|reaches|reach|reached|falls|fall|fell|drops|drop|dropped|down|minus|by|be)\b)"
-                         r"([a-z][a-z']*\)?)\s+-\s+(?=\$)")
 
 
 def _balance_negatives(line: str) -> str:
-    """``line`` with the negative amounts that are no balance's written as positive: a spaced dash after a label
-    (:data:`_LABEL_DASH`), a negative amount with no balance word in the 48 characters before it on its line (a cost
-    in parentheses in a sentence about the fund: "Roof replacement ($380,000) was completed ...")."""
-    line = _LABEL_DASH.sub(r"\1   ", line)
+    """``line`` with the negative amounts that are no balance's written as positive: a negative amount with no balance
+    word in the 48 characters before it on its line (a cost in parentheses in a sentence about the fund: "Roof
+    replacement ($380,000) was completed ...")."""
     out = []
     last = 0
     for m in _NEGATIVE_AMOUNT.finditer(line):
@@ -1502,10 +1517,8 @@ def remedy_price(text: str) -> float:
     best = 0.0
     for m in _REMEDY_PRICE.finditer(text):
         tail = text[m.end() - 1:m.end() + 40]
-        for a in re.finditer(r"(\d[\d,]*(?:\.\d+)?)\s*(million|m\b|k\b)?", tail):
-            value = float(a.group(1).replace(",", "") or 0)
-            value *= 1_000_000 if a.group(2) in ("million", "m") else 1_000 if a.group(2) == "k" else 1
-            best = max(best, value)
+        for a in re.finditer(r"(\d[\d,]*(?:\.\d+)?)" + _SCALE, tail):
+            best = max(best, _scaled(a.group(1), a.group(2)))
     return best
 
 

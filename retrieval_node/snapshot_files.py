@@ -80,9 +80,13 @@ def read(path: Path) -> bytes:
 
 
 def write(path: Path, raw: bytes, *, durable: bool = True) -> None:
-    """Write snapshot bytes ``raw`` to ``path`` (compressed when its name says so), atomically (a temporary file,
-    renamed) and owner-only (0600); ``durable``: fsync before the rename."""
-    data = pack(raw) if path.name.endswith(SUFFIX) else raw
+    """Write snapshot bytes ``raw`` to ``path``, compressed when its name says so (:func:`atomic_write`)."""
+    atomic_write(path, pack(raw) if path.name.endswith(SUFFIX) else raw, durable=durable)
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file beside it, renamed; removed if the write fails) and
+    owner-only (0600); ``durable``: fsync before the rename. The audit journal is written this way too."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}_{threading.get_ident()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -158,4 +162,4 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["LEGACY_SUFFIX", "SUFFIX", "Compressed", "compress_legacy", "locate", "pack", "read", "unpack", "write"]
+__all__ = ["LEGACY_SUFFIX", "SUFFIX", "Compressed", "atomic_write", "compress_legacy", "locate", "pack", "read", "unpack", "write"]
