@@ -26,6 +26,7 @@ turns a :class:`RiskSignal` into the β term of a score.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -112,11 +113,14 @@ _IN_WORD_DIGIT = re.compile(r"(?<=[a-z])[015]+(?=[a-z])")
 _LETTER_FIX = {"0": "o", "1": "l", "5": "s"}
 #: a zero at the edge of a word otherwise of letters ("N0 TAX N0TIFICATI0N 0N REC0RD": "n0", "0n", "0f"); a postal code's
 #: "1a0", an id's "a10" or an amount's "$5.0m" has another digit and stays
+_ZERO_BY_LETTER = re.compile(r"[a-z]0|0[a-z]")
 _EDGE_ZERO = re.compile(r"(?<![a-z0-9'.,$-])0(?=[a-z]+(?![a-z0-9.,]))|(?<![a-z0-9'.,$-])([a-z]+)0(?![a-z0-9.,])")
 
 
 def _repair_letters(low: str) -> str:
     low = _IN_WORD_DIGIT.sub(lambda m: "".join(_LETTER_FIX[c] for c in m.group(0)), low)
+    if _ZERO_BY_LETTER.search(low) is None:  # most texts: no zero touches a letter
+        return low
     return _EDGE_ZERO.sub(lambda m: m.group(1) + "o" if m.group(1) else "o", low)
 
 
@@ -296,8 +300,13 @@ def _separating_dash(before: str) -> bool:
     return _SEPARATOR_BEFORE.search(before) is not None
 
 
-def _signed_money(span: str) -> Iterator[tuple[re.Match[str], float]]:
-    """Each dollar amount of ``span`` with its signed value (what :func:`parse_amounts` reads of "$" amounts)."""
+def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
+    """Signed dollar amounts in normalised text (:func:`normalise_ocr` has already repaired OCR digits).
+
+    ``($1,021,314)`` and ``-$4,000`` are negative. With ``bare``, figures with cents and no dollar
+    sign count too (a flattened table: "3,604.55  0.00").
+    """
+    out: list[float] = []
     for m in _SIGNED_MONEY.finditer(span):
         try:
             value = _money(m.group(4).rstrip(",."))
@@ -307,16 +316,7 @@ def _signed_money(span: str) -> Iterator[tuple[re.Match[str], float]]:
         if minus and not m.group(1) and minus.endswith(" ") and _separating_dash(span[max(0, m.start() - 24):m.start()]):
             minus = None
         negative = bool(minus or m.group(3) or (m.group(1) and m.group(5)))
-        yield m, -value if negative else value
-
-
-def parse_amounts(span: str, *, bare: bool = False) -> list[float]:
-    """Signed dollar amounts in normalised text (:func:`normalise_ocr` has already repaired OCR digits).
-
-    ``($1,021,314)`` and ``-$4,000`` are negative. With ``bare``, figures with cents and no dollar
-    sign count too (a flattened table: "3,604.55  0.00").
-    """
-    out = [value for _, value in _signed_money(span)]
+        out.append(-value if negative else value)
     if bare:
         for m in _BARE_AMOUNT.finditer(span):
             if span[max(0, m.start() - 4):m.start()].replace(" ", "").rstrip("-").endswith("$"):
@@ -362,6 +362,13 @@ def _combine(verdicts: Sequence[str | None]) -> str | None:
     return None
 
 
+#: a dollar sign and a gap before the row's last figure ("Arrears ......  $     0.00"); with more after it, the row is
+#: read as before (a "$" cell: no verdict)
+_DOLLAR_GAP = re.compile(r"\$ +(?=\(?-?[\d.,]+\)?\s*$)")
+#: a cell that is only an amount: "$3,118.20", "(412.00)", "0.00", "1,250", "-" (not a year: "2025")
+_FIGURE_CELL = re.compile(r"\(?-?\$\s*\d[\d,]*(?:\.\d{2})?\)?|\(?-?\d[\d,]*\.\d{2}\)?|\(?\d{1,3}(?:,\d{3})+\)?|[-\u2013\u2014]|nil")
+
+
 def row_value(text: str, end: int) -> str | None:
     """What the table row or ``label: value`` line of a term says after it: ``"zero"``, ``"positive"`` or None.
 
@@ -378,9 +385,15 @@ def row_value(text: str, end: int) -> str | None:
     if m is None or re.search(r"[.;]\s", m.group(1)):
         return None
     # the value ends at a column gap, a clause break, or the next "label:" of a flattened row ("arrears: 0.00 penalties: 0.00")
-    tail = re.sub(r"\$ +", "$", rest[m.end():])  # a column's "$     0.00": the gap after the dollar sign is not the cell's end
-    value = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))", tail, maxsplit=1)[0]
-    return _cell_verdict(value)
+    tail = rest[m.end():]
+    gap = _DOLLAR_GAP.match(tail)
+    if gap is not None:  # a column's "$     0.00" that ends the row: the gap after the dollar sign is not the cell's end
+        tail = "$" + tail[gap.end():]
+    cells = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))", tail)
+    # the figures of the row's other columns, up to the next word ("Arrears:  $0.00    $3,118.20": this year and the years
+    # before): one that is above zero is what the row says
+    figures = [cells[0]] + list(itertools.takewhile(lambda c: _FIGURE_CELL.fullmatch(c.strip()) is not None, cells[1:]))
+    return _combine([_cell_verdict(c) for c in figures]) if len(figures) > 1 else _cell_verdict(cells[0])
 
 
 def _cells(line: str) -> list[str]:
@@ -483,8 +496,15 @@ def _is_row(line: str, offset: int | None = None) -> bool:
 _OCR_LOWER_L = re.compile(r"(?<=[A-Z])l|l(?=[A-Z]{2})")
 
 
+#: a register entry, not a category heading: an instrument and its party ("BUILDERS' LIEN - APEX FRAMING LTD, CALGARY",
+#: "WRIT OF ENFORCEMENT - KOWALSKI, JOHN"), its subject ("CAVEAT RE: AGREEMENT CHARGING LAND, BOW LENDING") or a number
+_PARTY = re.compile(r"\b(?:LTD|INC|CORP|LIMITED|LLP|ULC)\b|\s[-\u2013\u2014]\s|\d|:\s*\S", re.IGNORECASE)
+
+
 def _heading_lines(original: str) -> set[str]:
-    """Upper-case lines that list categories ("ENCUMBRANCES, LIENS & INTERESTS"), with no amount or instrument number."""
+    """Upper-case lines that list categories ("ENCUMBRANCES, LIENS & INTERESTS"): short items (at most four words each),
+    no amount, instrument number, party or subject ("CAVEAT RE OPTION TO PURCHASE, NORTHGATE HOLDINGS" is a register's
+    entry)."""
     out = set()
     joined = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", original)  # a heading hyphenated across lines, as normalise_ocr joins it
     for line in joined.splitlines():
@@ -494,7 +514,8 @@ def _heading_lines(original: str) -> set[str]:
             continue
         letters = [c for c in stripped if c.isalpha()]
         if (letters and all(c.isupper() for c in letters) and re.search(r",|&", stripped)
-                and "$" not in stripped and not _REGISTRATION.search(stripped)):
+                and "$" not in stripped and not _REGISTRATION.search(stripped) and not _PARTY.search(stripped)
+                and all(len(item.split()) <= 4 for item in re.split(r",|&|\bAND\b", stripped))):
             out.add(normalise_ocr(stripped).strip())
     return out
 
@@ -600,7 +621,7 @@ _CUE_NEGATED = re.compile(r"\b(?:not|unless|until|never|partial|partially)(?:\s+
 
 #: A cue inside a condition says what would clear the thing, not that it was cleared: "the parcel will be offered for sale
 #: unless the arrears and costs are paid in full", "if the lien is discharged before closing"
-_CONDITION = re.compile(r"\b(?:unless|if|until|provided that|in the event|on condition that)\b")
+_CONDITION = re.compile(r"\b(?:unless|if|provided that|in the event|on condition that)\b")
 #: where the clause of a cue starts, looking back from it: a comma, colon or stop before a space (not the separators of
 #: an amount: "$6,210.44"), a bracket or a line break
 _CLAUSE_OPENER = re.compile(r"[,;:.](?=\s)|[(\n]")
@@ -718,29 +739,14 @@ _NEXT_HEADING = re.compile(r"\n\s*\n[^\n.:]{2,40}\n")
 _DEFERRED = re.compile(r"\b(?:deferred|tabled|postponed|adjourned)\b")
 
 
-#: a lawsuit that settled, named before the verb in its clause: "the claim by the former owner of Unit 1503 (Action
-#: 2401-04412) settled at mediation"
-_SETTLED = re.compile(r"\bsettled\b")
-_LAWSUIT = re.compile(r"\b(?:action|claim|lawsuit|suit|proceedings?|dispute|litigation|matter)\b[^.;]*$")
-
-
-#: a registration that lapsed: "Writ 19022210088 - EXPIRED 2025-02-22", "the caveat has lapsed"
-_EXPIRED = re.compile(r"\b(?:expired|lapsed)\b")
-_LAPSING = re.compile(r"\b(?:writs?|caveats?|liens?|lis pendens|registrations?)\b(?!\s+(?:period|term|date))[^.;\n]*$")
-
-
 def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]]:
     """Every verdict word in ``[lo, hi)`` with its verdict; a closed one that is awaited or negated ("to be discharged",
     "not paid in full") is none."""
-    for pattern, verdict in ((_CLOSED, "closed"), (_SETTLED, "closed"), (_EXPIRED, "closed"), (_DECIDED, "decided")):
+    for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
         for m in pattern.finditer(text, lo, hi):
             before = text[max(0, m.start() - 24):m.start()].rstrip()
             if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())):
                 continue
-            if pattern is _SETTLED and not _LAWSUIT.search(text, max(lo, m.start() - 120), m.start()):
-                continue  # "the north wall has settled 40 mm" is the building, not a lawsuit
-            if pattern is _EXPIRED and not _LAPSING.search(text, max(lo, m.start() - 60), m.start()):
-                continue  # an expired redemption period is a foreclosure going ahead
             yield m, verdict
 
 
@@ -1123,7 +1129,7 @@ def owner_assessments(text: str) -> list[tuple[int, int]]:
             continue
         anchor = _PER_OWNER.search(sentence)
         assert anchor is not None
-        if clause_polarity(text, lo + anchor.start(), lo + anchor.end()) == "closed" or paid_off(text, lo + anchor.start(), lo + anchor.end()):
+        if clause_polarity(text, lo + anchor.start(), lo + anchor.end()) == "closed":
             continue
         out.append((lo, hi))
     return out
@@ -1172,10 +1178,8 @@ _DATE = re.compile(
 _MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )"
         r"(?<!\bearly )(?<!\blate )(?<!\bmid-)(?<!april and )(?<!march and )may(?!,?\s*\d)")
 _MODAL = re.compile(r"\b(?:" + _MAY + r"|shall|would|if|any|such|where|in the event|from time to time|unless|whether|provided that"
-                    r"|to avoid|avoid(?:s|ing)?)\b")   # "pay by the due date to avoid a 7% penalty": what would happen
-
-#: a condition opening a later clause: ", unless ...", "; if ...", " until ..."
-_LATER_CONDITION = re.compile(r"(?:[,;]\s*|\s)(?:unless|if|until|provided that|in the event)\b")
+                    r"|(?:to )?avoid(?:s|ing)? (?:a |any |the )?(?:\d+ ?% )?(?:late )?(?:payment )?(?:penalty|penalties|interest|late charges?))\b")
+#  ("pay by the due date to avoid a 7% penalty" is what would happen; "a levy approved to avoid depleting the fund" is not)
 
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
 #: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
@@ -1202,26 +1206,24 @@ def _states_money(span: str) -> bool:
     return any(a > 0 for a in parse_amounts(span))
 
 
-#: where the words just after an amount stop being about it ("$250,000 for flood" is the flood's; "$250,000 and excluded
-#: overland flood" is not)
-_AFTER_AMOUNT_ENDS = re.compile(r"\b(?:and|but|while|with|whereas)\b|[,;.]")
-
-
 def _amounts_beyond(spans: Sequence[str], floor: float) -> bool:
-    """An amount above ``floor`` in the spans that is not a catastrophe peril's: the peril is named in the amount's own
-    label (the words since the previous amount of its item of the list: "Water damage $100,000 | Earthquake 10%",
-    "flood deductible: $500,000") or just after it ("$500,000 for overland flood")."""
+    """An amount above ``floor`` in the spans that is not a catastrophe peril's. Each item of a list is read alone: the
+    parts between semicolons, lines, a comma before a word and an "and" before a verb ("a water damage deductible of
+    $150,000 and excluded flood": the flood is not the $150,000's; "flood and storm surge $250,000" is one item), and the
+    cells of an inline "|" list ("Deductibles: Water damage $100,000 | Earthquake 10%"), a cell that is only an amount
+    read with the cell before it; a table's row ("| Earthquake | 10% | $150,000 minimum |") is one item. An item that
+    names a peril is the peril's, whatever amounts it has ("Flood deductible $250,000 per occurrence, $500,000 in the
+    high-risk zone")."""
     for span in spans:
-        for part in re.split(r"[;\n|]|,\s(?=[a-z])", span):
-            previous = 0
-            for m, value in _signed_money(part):
-                label = part[previous:m.start()]
-                previous = m.end()
-                after = part[m.end():m.end() + 40]
-                stop = _AFTER_AMOUNT_ENDS.search(after)
-                if stop is not None:
-                    after = after[:stop.start()]
-                if value > floor and not _CATASTROPHE.search(label) and not _CATASTROPHE.search(after):
+        for part in re.split(r"[;\n]|,\s(?=[a-z])|\band\b(?=\s+[a-z]+ed\b)", span):
+            items: list[str] = []
+            for cell in ([part] if part.lstrip().startswith("|") else part.split("|")):
+                if items and not re.search(r"[a-z]", cell):
+                    items[-1] += " " + cell
+                else:
+                    items.append(cell)
+            for item in items:
+                if not _CATASTROPHE.search(item) and any(a > floor for a in parse_amounts(item)):
                     return True
     return False
 
@@ -1280,12 +1282,6 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     # not make its rows hypothetical
     form_row = row and (_FORM_ROW.search(line) is not None or re.match(r"\s*[^.:\n]{1,40}:", line) is not None)
     sentence = line if form_row and lhi - llo < hi - lo else text[lo:hi]
-    # a condition that opens after the term's clause is what would follow, not a doubt about the term ("the subject parcel is
-    # listed for the auction of May 3, unless the arrears are paid"): the wording that can make the term generic ends there
-    sentence_start = llo if sentence is line else lo
-    later = _LATER_CONDITION.search(sentence, max(0, end - sentence_start))
-    if later is not None:
-        sentence = sentence[:later.start()]
     if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
             term_pattern(u).search(s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
@@ -1508,6 +1504,24 @@ _OWN_CAVEAT = re.compile(_ocr_tolerant(
     r"(?:clients?|purchasers?|buyers?)\b"))
 
 
+def _own_caveat(low: str, start: int, end: int) -> bool:
+    """The purchaser's own caveat, said of this caveat: in its clause (from the start of its line or sentence, whichever is
+    later) or in the lines of its instrument after it (up to the
+    next registration number: a register without full stops is one "sentence" holding every caveat), in a sentence that
+    is not about a loan (a lender's solicitor files "on behalf of our client" too: "... our client, Bow River Mortgage
+    Investment Corp., to secure a loan of $180,000")."""
+    lo = max(_line_bounds(low, start)[0], _sentence_bounds(low, start)[0])
+    for m in _OWN_CAVEAT.finditer(low, lo, end + len(_instrument_window(low, end, 400))):
+        slo, shi = _sentence_bounds(low, m.start())
+        if not _LENDING.search(low, slo, shi):
+            return True
+    return False
+
+
+#: a caveat filed by a lender's solicitor "on behalf of our client" secures a loan: it is not the purchaser's
+_LENDING = re.compile(r"\b(?:mortgage\w*|loan|lend\w*|secure[sd]?|bank|credit|investment|financ\w*)\b")
+
+
 #: What a search or a letter says is not on the title being bought: "This writ is not on the subject title", "the writ
 #: does not appear on the current title and does not attach to these lands", a search's "Registered against land: NOT
 #: REGISTERED AGAINST ANY TITLE" (a similar name, a former owner, another lot).
@@ -1521,99 +1535,6 @@ _ON_TITLE = re.compile(r"\b(?:registered (?:against|on)|remains? on|is (?:still 
 _AWAITED_REGISTRATION = re.compile(r"\b(?:yet|will be|to be|about to|intends?|pending|threaten\w*)\b")
 #: Kinds of instrument a title can carry (what a "not on the title" statement can clear).
 _REGISTRABLE = frozenset({"builders_lien", "lien", "judgment", "caveat", "litigation", "tax_lien", "foreclosure"})
-
-#: Kinds that are a debt and nothing more: paid, they are gone (a lien or a tax notification stays registered until it
-#: is discharged, however the debt behind it was paid).
-_PAYABLE = frozenset({"special_levy", "arrears", "tax_arrears", "supplementary_tax", "local_improvement"})
-#: A payment made: "paid $9,416.00 on 2023-09-01", "receipt of $7,102.18"; a ledger's "Payment ... ($1,274.91)" is read
-#: by its credit (the word alone also names a late-payment penalty or a payment plan)
-_PAID = re.compile(r"\b(?:paid|received|receipt|remitted|repaid)\b(?! (?:in part|partly|to date|to [a-z]+ \d))")
-_PAYMENT_ROW = re.compile(r"\bpayments?\b")
-_BOUNCED = re.compile(r"\b(?:nsf|returned|reversed|reversal|dishonou?red|stopped|non-sufficient)\b")
-#: A statement that money is still owed: the words of a balance, a due date, a default, a payment that bounced
-_OWED = re.compile(r"\b(?:balance|owing|owed|outstanding|due|overdue|arrears|unpaid|payable|default|missed|remains?|remaining"
-                   r"|nsf|returned|reversed|reversal|dishonou?red|stopped)\b")
-#: What splits a clause into the pieces an amount belongs to: a semicolon, a cell, a line, a comma or a stop before a
-#: space (not the last dot of a row's leaders: "Special levy ...... $7,200.00")
-_PIECE_BREAK = re.compile(r"[;\n|]|(?<!\.)[.,](?=\s)")
-
-
-def _piece(text: str, pos: int) -> tuple[int, int]:
-    """The part of a clause around ``pos`` between commas, stops, semicolons, cells and line breaks: the amount a word
-    names ("Instalment 2 ($3,150) due April 1", "| paid $0.00 |", "Arrears: nil")."""
-    before = [m.end() for m in _PIECE_BREAK.finditer(text, max(0, pos - 160), pos)]
-    after = _PIECE_BREAK.search(text, pos, pos + 160)
-    return before[-1] if before else max(0, pos - 160), after.start() if after else min(len(text), pos + 160)
-
-
-def _cents(span: str) -> set[int]:
-    return {round(abs(a) * 100) for a in parse_amounts(span, bare=True) if a}
-
-
-#: between a payment word and the amount it pays: "paid $9,416.00", "receipt of $7,102.18", "paid in full the sum of $..."
-_TO_AMOUNT = re.compile(r"\s*(?:in full\s*)?(?:of\s*|the sum of\s*|an amount of\s*)?(?=\(?-?\$|\d)")
-#: between an amount and its payment word: "$9,416.00 was paid", "$7,200 received"
-_FROM_AMOUNT = re.compile(r"\)?\s*(?:was|were|has been|have been|is|are)?\s*$")
-
-
-def _payment_amount(text: str, m: re.Match[str], lo: int, hi: int) -> list[float]:
-    """The amount a payment word names: right after it ("paid $9,416.00"), else right before it ("$7,200 received"), in
-    its piece [lo, hi); "paid $0 of arrears totalling $6,140.22" pays nothing."""
-    after = _TO_AMOUNT.match(text, m.end(), hi)
-    if after is not None:
-        first = parse_amounts(text[after.end():min(hi, after.end() + 24)], bare=True)
-        return first[:1]
-    before = text[lo:m.start()]
-    tail = _FROM_AMOUNT.search(before)
-    head = before[:tail.start()] if tail else before
-    amounts = list(_signed_money(head))
-    if amounts and amounts[-1][0].end() == len(head):
-        return [amounts[-1][1]]
-    return []
-
-
-def paid_off(text: str, start: int, end: int) -> bool:
-    """Whether the debt a mention names was paid. Its own amount: that of its piece of the clause (:func:`_piece`), or,
-    in prose, of its sentence. Paid: a payment of that amount is stated and made (not awaited, negated, partial or
-    conditional), with that amount in the payment's own piece ("paid $9,416.00 on 2023-09-01", a ledger's "Payment ...
-    ($7,200.00)"; not "the 2025 levy was paid, leaving arrears of $3,118.20", nor "paid $0 of arrears totalling ..."). And no other piece of the text states money still owed ("Instalment 2 ($3,150) due April 1" beside
-    "Instalment 1 ($3,150) paid"; a zero balance is not owed)."""
-    plo, phi = _piece(text, start)
-    slo, shi = _sentence_bounds(text, start)
-    llo, lhi = _line_bounds(text, start)
-    prose = not _is_row(text[llo:lhi])
-    own = _cents(text[plo:phi]) or (_cents(text[slo:shi]) if prose else set())
-    if not own:
-        return False
-    paid: tuple[int, int] | None = None
-    for pattern in (_PAID, _PAYMENT_ROW):
-        for m in pattern.finditer(text):
-            before = text[max(0, m.start() - 24):m.start()].rstrip()
-            if (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
-                    or _negated(text, m.start(), 30)):
-                continue
-            qlo, qhi = _piece(text, m.start())
-            if _BOUNCED.search(text, qlo, qhi):
-                continue
-            if pattern is _PAYMENT_ROW:
-                amounts = [-a for a in parse_amounts(text[qlo:qhi], bare=True) if a < 0]  # a ledger's credit
-            else:
-                amounts = _payment_amount(text, m, qlo, qhi)
-            if own & {round(abs(a) * 100) for a in amounts if a}:
-                paid = (qlo, qhi)
-                break
-        if paid is not None:
-            break
-    if paid is None:
-        return False
-    for m in _OWED.finditer(text):
-        if plo <= m.start() < phi or paid[0] <= m.start() < paid[1]:
-            continue
-        qlo, qhi = _piece(text, m.start())
-        if any(a > 0 for a in parse_amounts(text[qlo:qhi], bare=True)):
-            return False
-    return True
-
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
 def _disowning_sentences(text: str) -> tuple[str, ...]:
@@ -1742,9 +1663,7 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
             cue = "several units in aggregate"
     if cue is None:
         cue = other_property(low, m.start(), m.end())
-    if cue is None and t.kind in _PAYABLE and paid_off(low, m.start(), m.end()):
-        cue = "paid"
-    if cue is None and t.kind == "caveat" and _OWN_CAVEAT.search(low):
+    if cue is None and t.kind == "caveat" and _own_caveat(low, m.start(), m.end()):
         cue = "the purchaser's own caveat"
     if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
         cue = "not on this title"
@@ -1869,7 +1788,7 @@ class _TextReads:
                     continue
                 cue, factor, how = read
                 matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
-        return _signal_of(_titles_read_by_body(low, matches), self.numeric(lexicon, domains, shortfall_ratio))
+        return _signal_of(matches, self.numeric(lexicon, domains, shortfall_ratio))
 
     def bound(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> tuple[bool, float, int]:
         """An upper bound of ``(bool(kinds), score, len(kinds))`` of :meth:`signal`, without reading any mention: every
@@ -1952,27 +1871,6 @@ def _reading(lexicon: RiskLexicon, kind: str) -> object:
 
 #: id of a lexicon -> (that lexicon, kind -> its :func:`_reading`): the entry keeps the lexicon alive so its id is not reused
 _READINGS: BoundedCache[int, tuple[RiskLexicon, dict[str, object]]] = BoundedCache(64)
-
-
-#: a text's first line that is a title: short, no sentence in it ("Special levy history (unit ledger - Unit 14)")
-_TITLE_LINE = re.compile(r"[^\n.;:]{3,90}(?=\n)")
-
-
-def _titles_read_by_body(low: str, matches: list[RiskMatch]) -> list[RiskMatch]:
-    """A mention in the text's title line says what its body says: when the body mentions the same kind and every one
-    of those mentions is neutralised (the ledger's levy paid, the search's writs another person's), so is the title's."""
-    title = _TITLE_LINE.match(low)
-    if title is None or len(title.group().split()) > 12 or _TABULAR_LINE.search(title.group()) or _DATE.search(title.group()):
-        return matches  # a register's row ("201 334 560  02/06/2020  WRIT") is an instrument, not a title
-    out = []
-    for m in matches:
-        if m.end <= title.end() and not m.benign:
-            body = [o for o in matches if o.kind == m.kind and o.start > title.end()]
-            if body and all(o.benign for o in body):
-                cue = sorted({o.cue or "" for o in body})[0]
-                m = RiskMatch(m.term, m.kind, round(m.weight * FACTOR_BENIGN, 6), m.start, m.end, True, f"its body: {cue}", "benign")
-        out.append(m)
-    return out
 
 
 def _signal_of(matches: list[RiskMatch], numeric: list[tuple[str, str]]) -> RiskSignal:
