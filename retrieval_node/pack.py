@@ -133,6 +133,33 @@ class ContextPackager:
         excerpt_for: ExcerptFor | None = None,
         companions: Mapping[str, Sequence[Scored]] | None = None,
     ) -> Selection:
+        """:meth:`_select`, and excerpts never place fewer material risks than whole chunks alone would: when an excerpt
+        of a large risk chunk takes the room of several smaller ones after it (a 1.0 lien's excerpt crowding out two
+        0.94 risks), the selection without excerpts is kept instead. Equal counts keep the excerpts."""
+        sel = self._select(scored, budget=budget, overhead=overhead, zones=zones, risk_share=risk_share, excerpt_for=excerpt_for,
+                           companions=companions)
+        if excerpt_for is None or not any(s.span is not None for s in sel.chosen.values()):
+            return sel
+        trial = [Scored(s.chunk, s.terms, s.group, s.origin) for s in scored]
+        whole = self._select(trial, budget=budget, overhead=overhead, zones=zones, risk_share=risk_share, companions=companions)
+        material = lambda x: sum(1 for c in x.chosen.values() if c.material)  # noqa: E731
+        if material(whole) <= material(sel):
+            return sel
+        for s in scored:
+            s.span = None
+        return self._select(scored, budget=budget, overhead=overhead, zones=zones, risk_share=risk_share, companions=companions)
+
+    def _select(
+        self,
+        scored: Sequence[Scored],
+        *,
+        budget: int,
+        overhead: int,
+        zones: Sequence[str] = (),
+        risk_share: float = 1.0,
+        excerpt_for: ExcerptFor | None = None,
+        companions: Mapping[str, Sequence[Scored]] | None = None,
+    ) -> Selection:
         """Risk chunks first (on equal risk: those in a required ``zones`` entry, then cheaper), then the rest by score.
 
         The risk phase may use ``risk_share`` of the budget. A risk chunk goes in whole when that

@@ -122,10 +122,20 @@ def test_risk_probe_packages_smoke(tmp_path):
 
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
-    for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f"):  # every set read, its excerpts counted as material or benign
+    for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f", "set_g", "set_h"):  # every set read, its excerpts counted as material or benign
         total = data["results"][name]["all"]
         assert total["material"] + total["benign"] == 10
         assert 0 <= total["found"] <= total["material"] and 0 <= total["false_alarms"] <= total["benign"]
+
+
+@pytest.mark.slow
+def test_risk_probe_embedding_smoke(tmp_path):
+    data = _run(["benchmarks/risk_probe_embedding.py", "--smoke"], tmp_path / "emb.json")
+    for name in ("set_c", "set_d", "set_f", "set_h"):  # each held-out set judged by the flag, the model and both together
+        counts = data["results"][name]
+        assert set(counts) == {"lexicon", "embedding", "either", "both"}
+        assert counts["both"]["found"] <= min(counts["lexicon"]["found"], counts["embedding"]["found"]) <= counts["either"]["found"]
+        assert all(c["material"] + c["benign"] == 12 for c in counts.values())
 
 
 def test_legalbench_reopens_a_kept_store_with_the_backend_its_vectors_came_from(tmp_path, monkeypatch):

@@ -82,10 +82,11 @@ def test_excerpts_stay_verbatim_and_within_budget(specs, budget, cut):
 
     overhead = packager.overhead("D", "i", "a")
     sel = packager.select(scored, budget=budget, overhead=overhead, excerpt_for=excerpt_for)
-    # excerpts let at least as many strong risks in as whole chunks alone would
+    # excerpts let at least as many material risks in as whole chunks alone would (a large chunk's excerpt never crowds out
+    # more risks than it brings)
     plain = ContextPackager(COUNTER).select([Scored(s.chunk, s.terms) for s in scored], budget=budget, overhead=overhead)
-    strong = lambda ids: sum(1 for s in scored if s.terms.risk >= 0.9 and s.terms.risk_kinds and s.chunk.chunk_id in ids)  # noqa: E731
-    assert strong(set(sel.chosen)) >= strong(set(plain.chosen))
+    material = lambda ids: sum(1 for s in scored if s.terms.risk_kinds and s.chunk.chunk_id in ids)  # noqa: E731
+    assert material(set(sel.chosen)) >= material(set(plain.chosen))
     assert packager.used(sel, overhead) <= max(budget, overhead)  # the preamble alone may exceed a tiny budget; then nothing is chosen
     by_zone = lambda z: [s for s in scored if z in s.chunk.zones]  # noqa: E731
     CoverageSelfCheck(packager).run(required=["front_summary"], sel=sel, zone_candidates=by_zone, budget=budget, overhead=overhead,
@@ -101,6 +102,25 @@ def test_excerpts_stay_verbatim_and_within_budget(specs, budget, cut):
         else:
             assert r.content == whole[r.char_start:r.char_end] and len(r.content) < len(whole)
             assert f" chars {r.char_start}-{r.char_end}]" in text  # the header says the block is a part of its chunk
+
+
+def test_an_excerpt_never_crowds_out_more_risks_than_it_brings():
+    """A large risk chunk's excerpt that would take the room of two smaller risks after it: the whole-chunk selection,
+    which places more of them, is kept (a case hypothesis found)."""
+    specs = [(1, "TITLE_SUMMARY", 0.9375, 0.0), (23, "TITLE_SUMMARY", 1.0, 0.0), (2, "TITLE_SUMMARY", 1.0, 0.0), (1, "TITLE_SUMMARY", 0.9375, 0.0)]
+    packager = ContextPackager(COUNTER)
+    scored = [Scored(_view(i, n, section), ScoreTerms(risk=risk, combined=combined, risk_kinds=("builders_lien",)))
+              for i, (n, section, risk, combined) in enumerate(specs)]
+
+    def excerpt_for(chunk):
+        end = chunk.content.rfind(" ", 0, max(1, len(chunk.content) // 2))
+        return (0, end) if end > 0 else None
+
+    overhead = packager.overhead("D", "i", "a")
+    sel = packager.select(scored, budget=118, overhead=overhead, excerpt_for=excerpt_for)
+    plain = ContextPackager(COUNTER).select([Scored(s.chunk, s.terms) for s in scored], budget=118, overhead=overhead)
+    assert len(sel.chosen) == len(plain.chosen) == 3 and all(s.span is None for s in sel.chosen.values())
+    assert packager.used(sel, overhead) <= 118
 
 
 def test_risk_chunk_beats_higher_semantic_chunk_when_budget_is_tight():
