@@ -696,7 +696,6 @@ _CLOSED = re.compile(_ocr_tolerant(
     r"|no (?:balance|amount)s? (?:remains?|is|are) (?:owing|outstanding|receivable|payable|due)|(?<!be )discharged|discharges"
     r"|(?:was|were|has been|had been) redeemed|closed out|(?:was|were|has been|have been) complied with"
     r"|dismissed|discontinued|concluded by settlement|settled out of court|(?:action|claim|lawsuit|suit) (?:was |has been )?settled"
-    r"|(?:notice of )?discontinuance (?:has been |was |were |have been )?filed|filed (?:a |the )?(?:notice of )?discontinuance"
     r"|removed from(?= (?:the )?(?:title|register|[a-z ]{0,20}list))|satisfied in full|(?:has|have|had) satisfied"
     r"|(?:judgment|debt|claim|lien|writ|arrears)(?: was| has been| were| have been)? satisfied)\b"
 ))
@@ -1177,9 +1176,10 @@ _DATE = re.compile(
 #: "may" the modal, not the month: "May 2, 2026", "for May to July", "since May"
 _MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )"
         r"(?<!\bearly )(?<!\blate )(?<!\bmid-)(?<!april and )(?<!march and )may(?!,?\s*\d)")
+#: wording that makes a term generic: a modal, a condition, a penalty to avoid ("pay by the due date to avoid a 7% penalty"
+#: is what would happen; "a levy approved to avoid depleting the fund" is not a penalty)
 _MODAL = re.compile(r"\b(?:" + _MAY + r"|shall|would|if|any|such|where|in the event|from time to time|unless|whether|provided that"
                     r"|(?:to )?avoid(?:s|ing)? (?:a |any |the )?(?:\d+ ?% )?(?:late )?(?:payment )?(?:penalty|penalties|interest|late charges?))\b")
-#  ("pay by the due date to avoid a 7% penalty" is what would happen; "a levy approved to avoid depleting the fund" is not)
 
 #: Effective weight of a mention: concrete (its sentence names an instrument number, amount or date),
 #: plain (no such detail, stated as fact), generic (no detail, in normative or conditional wording), benign.
@@ -1506,9 +1506,8 @@ _OWN_CAVEAT = re.compile(_ocr_tolerant(
 
 def _own_caveat(low: str, start: int, end: int) -> bool:
     """The purchaser's own caveat, said of this caveat: in its clause (from the start of its line or sentence, whichever is
-    later) or in the lines of its instrument after it (up to the
-    next registration number: a register without full stops is one "sentence" holding every caveat), in a sentence that
-    is not about a loan (a lender's solicitor files "on behalf of our client" too: "... our client, Bow River Mortgage
+    later) or in the lines of its instrument after it, up to the next registration number (a register without full stops
+    is one "sentence" holding every caveat); and in a sentence that is not about a loan (a lender's solicitor files "on behalf of our client" too: "... our client, Bow River Mortgage
     Investment Corp., to secure a loan of $180,000")."""
     lo = max(_line_bounds(low, start)[0], _sentence_bounds(low, start)[0])
     for m in _OWN_CAVEAT.finditer(low, lo, end + len(_instrument_window(low, end, 400))):
@@ -1535,6 +1534,7 @@ _ON_TITLE = re.compile(r"\b(?:registered (?:against|on)|remains? on|is (?:still 
 _AWAITED_REGISTRATION = re.compile(r"\b(?:yet|will be|to be|about to|intends?|pending|threaten\w*)\b")
 #: Kinds of instrument a title can carry (what a "not on the title" statement can clear).
 _REGISTRABLE = frozenset({"builders_lien", "lien", "judgment", "caveat", "litigation", "tax_lien", "foreclosure"})
+
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
 def _disowning_sentences(text: str) -> tuple[str, ...]:

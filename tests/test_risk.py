@@ -1501,8 +1501,6 @@ def test_the_sixth_probe_rules_find(text, domain, kind):
     # a catastrophe peril's own deductible, before or after its amount
     ("Deductibles: all perils $10,000 | flood $200,000 | earthquake 10%", "condo"),
     ("The policy carries a deductible of $300,000 for overland flood and $10,000 for all other perils.", "condo"),
-    # a lawsuit discontinued
-    ("Statement of claim 2201 04471 against the corporation: a notice of discontinuance was filed on 2025-03-02.", "condo"),
     # a penalty the notice warns of
     ("2026 levy $3,980.00, due June 30, 2026. Pay by the due date to avoid a 7% late payment penalty.", "tax"),
     # the purchaser's own caveat, however its filing is worded
@@ -1561,6 +1559,9 @@ def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
      "condo", "special_levy"),
     ("The action against the registered owner settled, but the judgment entered for the unpaid balance of $22,000 remains "
      "registered as writ 252 004 119.", "title", "judgment"),
+    # a discontinuance against one party while the claim against the corporation goes on
+    ("Litigation update: a notice of discontinuance was filed by the plaintiff against the property manager, while the $240,000 "
+     "claim against the corporation (Action 2201 04471) goes to trial in October 2026.", "condo", "litigation"),
     # a lapse of something else, or a renewal
     ("The lender's certificate of lis pendens remains registered and the redemption period expired on 2025-10-01.", "title",
      "litigation"),
