@@ -133,33 +133,6 @@ class ContextPackager:
         excerpt_for: ExcerptFor | None = None,
         companions: Mapping[str, Sequence[Scored]] | None = None,
     ) -> Selection:
-        """:meth:`_select`, and excerpts never place fewer material risks than whole chunks alone would: when an excerpt
-        of a large risk chunk takes the room of several smaller ones after it (a 1.0 lien's excerpt crowding out two
-        0.94 risks), the selection without excerpts is kept instead. Equal counts keep the excerpts."""
-        sel = self._select(scored, budget=budget, overhead=overhead, zones=zones, risk_share=risk_share, excerpt_for=excerpt_for,
-                           companions=companions)
-        if excerpt_for is None or not any(s.span is not None for s in sel.chosen.values()):
-            return sel
-        trial = [Scored(s.chunk, s.terms, s.group, s.origin) for s in scored]
-        whole = self._select(trial, budget=budget, overhead=overhead, zones=zones, risk_share=risk_share, companions=companions)
-        material = lambda x: sum(1 for c in x.chosen.values() if c.material)  # noqa: E731
-        if material(whole) <= material(sel):
-            return sel
-        for s in scored:
-            s.span = None
-        return self._select(scored, budget=budget, overhead=overhead, zones=zones, risk_share=risk_share, companions=companions)
-
-    def _select(
-        self,
-        scored: Sequence[Scored],
-        *,
-        budget: int,
-        overhead: int,
-        zones: Sequence[str] = (),
-        risk_share: float = 1.0,
-        excerpt_for: ExcerptFor | None = None,
-        companions: Mapping[str, Sequence[Scored]] | None = None,
-    ) -> Selection:
         """Risk chunks first (on equal risk: those in a required ``zones`` entry, then cheaper), then the rest by score.
 
         The risk phase may use ``risk_share`` of the budget. A risk chunk goes in whole when that
@@ -170,6 +143,10 @@ class ContextPackager:
         material chunk packed whole (:func:`~retrieval_node.passages.companions`: the chunks its
         passage runs into or out of), in the risk order, while the budget allows. What is left
         competes by combined score.
+
+        Excerpts never place fewer material risks than whole chunks alone would: when the excerpt of a large risk chunk
+        took the room of several smaller ones after it (a 1.0 lien's excerpt crowding out two 0.94 risks), the selection
+        without excerpts is kept if it places more of them; equal counts keep the excerpts.
         """
         sel = Selection()
         wanted = set(zones)
@@ -227,6 +204,11 @@ class ContextPackager:
                 remaining -= cost
             else:
                 sel.excluded[s.chunk.chunk_id] = f"over budget: score {s.terms.combined:.2f} needs {cost} tokens, {remaining} left"
+        if excerpt_for is not None and _excerpt_crowded_out(sel, scored):
+            whole = self.select([Scored(x.chunk, x.terms, x.group, x.origin) for x in scored], budget=budget, overhead=overhead,
+                                zones=zones, risk_share=risk_share, companions=companions)
+            if _material_count(whole) > _material_count(sel):
+                return _adopt(whole, scored)
         return sel
 
     def upgrade(self, sel: Selection, ordered: Sequence[Scored], *, free: int, risk_room: int) -> tuple[int, int]:
@@ -305,6 +287,26 @@ class ContextPackager:
         sel.excluded[chunk_id] = reason
 
 
+def _material_count(sel: Selection) -> int:
+    return sum(1 for s in sel.chosen.values() if s.material)
+
+
+def _excerpt_crowded_out(sel: Selection, scored: Sequence[Scored]) -> bool:
+    """Whether an excerpt may have taken the room of a risk chunk: one is packed as an excerpt and a material chunk is left
+    out (with every material chunk in, no selection can place more)."""
+    return any(s.span is not None for s in sel.chosen.values()) and any(
+        s.material and s.chunk.chunk_id not in sel.chosen for s in scored)
+
+
+def _adopt(whole: Selection, scored: Sequence[Scored]) -> Selection:
+    """``whole`` (a selection made on copies of ``scored``) over the caller's own candidates: their excerpts undone."""
+    own = {s.chunk.chunk_id: s for s in scored}
+    for s in scored:
+        s.span = None
+    return Selection(chosen={cid: own.get(cid, s) for cid, s in whole.chosen.items()}, reasons=dict(whole.reasons),
+                     excluded=dict(whole.excluded), order=list(whole.order))
+
+
 __all__ = [
     "EXCERPT_RESERVE_TOKENS",
     "MIN_EXCERPT_TOKENS",
@@ -325,3 +327,4 @@ __all__ = [
     "weakest_first",
     "zone_counts",
 ]
+

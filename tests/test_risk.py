@@ -1492,41 +1492,7 @@ def test_one_read_under_several_settings_is_each_setting_read_alone(text):
     # a title whose body holds a live mention stays material
     ("Special assessment notice\nA special assessment of $4,400 per unit was approved on 2026-01-12, due 2026-03-01.", "condo",
      "special_levy"),
-])
-def test_the_sixth_probe_rules_find(text, domain, kind):
-    assert kind in kinds(text, domain), risk_signal(text, LEX, [domain])
-
-
-@pytest.mark.parametrize(("text", "domain"), [
-    # a catastrophe peril's own deductible, before or after its amount
-    ("Deductibles: all perils $10,000 | flood $200,000 | earthquake 10%", "condo"),
-    ("The policy carries a deductible of $300,000 for overland flood and $10,000 for all other perils.", "condo"),
-    # a penalty the notice warns of
-    ("2026 levy $3,980.00, due June 30, 2026. Pay by the due date to avoid a 7% late payment penalty.", "tax"),
-    # the purchaser's own caveat, however its filing is worded
-    ("Caveat 251 884 301 re purchasers' interest, filed by our office on behalf of our clients; it is discharged when the "
-     "transfer to them registers.", "title"),
-    # a category heading read through OCR's l for I
-    ("ENCUMBRANCES, LlENS & lNTERESTS\n102 337 114  20/11/2010  EASEMENT (drainage)", "title"),
-    # zeros read through OCR: letters for digits, a gap after the dollar sign
-    ("ARREARS ............. $     O.OO\nPENALTIES ........... $     O.OO\nN0 TAX N0TIFICATI0N 0N REC0RD", "tax"),
-    # the new words without the detail: terms of a plan, a wish list
-    ("If an instalment is missed, the plan is cancelled and a penalty applies to the unpaid balance.", "tax"),
-    ("Owners asked whether any funding gap could arise if the window project comes in over budget.", "condo"),
-])
-def test_the_sixth_probe_rules_raise_no_false_risk(text, domain):
-    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
-
-
-def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
-    assert normalise_ocr("N0 TAX N0TIFICATI0N 0N REC0RD") == "no tax notification on record"
-    assert "$5.0m" in normalise_ocr("cost $4.2M - $5.0M") and "t0k 1a0" not in normalise_ocr("Red Deer T0K 1A0")
-    assert "1a0" in normalise_ocr("Red Deer T0K 1A0")
-    assert row_value(normalise_ocr("ARREARS ....... $     O.OO"), len("arrears")) == "zero"
-
-
-# a reviewer's layouts against the rules above (texts written for the review): each hid a real risk or raised a false one
-@pytest.mark.parametrize(("text", "domain", "kind"), [
+    # --- three reviewers' layouts against these rules (texts written for the reviews): each once hid a real risk ---
     # a payment that bounced, however the ledger says so
     ("Tax certificate\nArrears  $4,210.55\nPayment  2025-06-03  ($4,210.55)\nPayment reversal  2025-06-09  NSF", "tax", "tax_arrears"),
     ("Tax certificate\nArrears of taxes: $4,210.55\nA payment of $4,210.55 was received on June 3, 2025, and returned NSF on June 9, "
@@ -1591,11 +1557,27 @@ def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
     ("Tax certificate\nArrears:  $     0.00      Prior years $ 3,118.20", "tax", "tax_arrears"),
     ("Tax certificate\nArrears:  0.00      3,118.20", "tax", "tax_arrears"),
 ])
-def test_the_reviewed_rules_hide_no_risk(text, domain, kind):
+def test_the_sixth_probe_rules_find(text, domain, kind):
     assert kind in kinds(text, domain), risk_signal(text, LEX, [domain])
 
 
 @pytest.mark.parametrize(("text", "domain"), [
+    # a catastrophe peril's own deductible, before or after its amount
+    ("Deductibles: all perils $10,000 | flood $200,000 | earthquake 10%", "condo"),
+    ("The policy carries a deductible of $300,000 for overland flood and $10,000 for all other perils.", "condo"),
+    # a penalty the notice warns of
+    ("2026 levy $3,980.00, due June 30, 2026. Pay by the due date to avoid a 7% late payment penalty.", "tax"),
+    # the purchaser's own caveat, however its filing is worded
+    ("Caveat 251 884 301 re purchasers' interest, filed by our office on behalf of our clients; it is discharged when the "
+     "transfer to them registers.", "title"),
+    # a category heading read through OCR's l for I
+    ("ENCUMBRANCES, LlENS & lNTERESTS\n102 337 114  20/11/2010  EASEMENT (drainage)", "title"),
+    # zeros read through OCR: letters for digits, a gap after the dollar sign
+    ("ARREARS ............. $     O.OO\nPENALTIES ........... $     O.OO\nN0 TAX N0TIFICATI0N 0N REC0RD", "tax"),
+    # the new words without the detail: terms of a plan, a wish list
+    ("If an instalment is missed, the plan is cancelled and a penalty applies to the unpaid balance.", "tax"),
+    ("Owners asked whether any funding gap could arise if the window project comes in over budget.", "condo"),
+    # --- the reviewers' layouts that once raised a false risk ---
     ("Tax notice\nA penalty of 7% will be added on July 1, 2026 if the current taxes are not paid.", "tax"),
     ("The caveat remained on title until it was discharged on 2024-03-01.", "title"),
     ("Monthly payment plan terms\nA missed payment fee of $25 applies to each dishonoured instalment.", "tax"),
@@ -1603,5 +1585,12 @@ def test_the_reviewed_rules_hide_no_risk(text, domain, kind):
     ("Flood deductible $250,000 per occurrence, $500,000 in the high-risk zone.", "condo"),
     ("Minor decay was noted on two fence boards in June 2025; replacement cost $400.", "condo"),
 ])
-def test_the_reviewed_rules_raise_no_false_risk(text, domain):
+def test_the_sixth_probe_rules_raise_no_false_risk(text, domain):
     assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
+    assert normalise_ocr("N0 TAX N0TIFICATI0N 0N REC0RD") == "no tax notification on record"
+    assert "$5.0m" in normalise_ocr("cost $4.2M - $5.0M") and "t0k 1a0" not in normalise_ocr("Red Deer T0K 1A0")
+    assert "1a0" in normalise_ocr("Red Deer T0K 1A0")
+    assert row_value(normalise_ocr("ARREARS ....... $     O.OO"), len("arrears")) == "zero"
