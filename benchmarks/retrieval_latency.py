@@ -30,7 +30,8 @@ The store is written directly, bypassing the ingest's embedding step only:
   ``agent_id=preprocessing_v1``), ``_add_to_vector_store`` (``role="user"``) and
   ``_create_memory`` (``data``, md5 ``hash``, ``created_at``, ``updated_at``,
   ``text_lemmatized`` via mem0's own ``lemmatize_for_bm25``; id ``uuid4``; vector = the
-  chunk's window-0 vector). Not mirrored: Mem0's SQLite history rows (``db.add_history``),
+  chunk's window-0 vector). The embedded store's ``insert`` leaves ``text_lemmatized`` out,
+  as it does for Mem0's own writes (``EdgeMemoryStore``: it has no keyword search). Not mirrored: Mem0's SQLite history rows (``db.add_history``),
   which retrieval never reads. While bulk-writing, SQLite fsync is off on the local-mode
   collection (``PRAGMA synchronous=OFF``; restored before measuring).
 * a few institutional pattern memories through ``add_patterns`` (real path), then

@@ -143,6 +143,54 @@ def test_audit_patterns_search_update_delete_through_mem0(registry, embedder):
     assert registry.audit_entries("D-A") == []
 
 
+def test_the_edge_store_keeps_no_copy_of_the_text_for_a_keyword_search_it_does_not_have(tmp_path, embedder):
+    """Mem0 writes ``text_lemmatized`` for stores with ``keyword_search``; the edge store has none (Mem0's base
+    method), so the field is not stored on add or update, and what Mem0 returns is unchanged without it."""
+    from mem0.vector_stores.base import VectorStoreBase
+    from qdrant_client import QdrantClient
+
+    assert EdgeMemoryStore.keyword_search is VectorStoreBase.keyword_search  # a store that searches by keyword needs the field
+    shared = SharedEmbeddings(embedder)
+    memory = build_memory(client=QdrantClient(location=":memory:"), collection="t_lem", dimension=384, embeddings=shared,
+                          history_db_path=str(tmp_path / "history.db"))
+    edge = EdgeMemoryStore.open(tmp_path / "mem0_edge", dimension=384)
+    attach(memory, edge)
+    try:
+        reg = Mem0Registry(memory, shared, thread_safe_store=True)
+        vec = embedder.embed(["a builders' lien"])[0]
+        reg.register_chunk(_record("D-L", 1), "Builders' Lien registered against the lands for $45,000.", vec)
+        aid = reg.add_audit("D-L", "Retrieval aud_9 for investigator", {"audit_id": "aud_9", "chunks_selected": 1})
+        memory.update(aid, "Retrieval aud_9 for investigator (reviewed)")
+        payloads = [o.payload for o in edge.list({"user_id": "conv-D-L"}, top_k=None)[0]]
+        assert len(payloads) == 2 and all("text_lemmatized" not in p for p in payloads)
+        assert [r.content for r in reg.deal_records("D-L")] == ["Builders' Lien registered against the lands for $45,000."]
+        assert memory.get(aid)["memory"].endswith("(reviewed)")
+        assert memory.search("builders lien", filters={"user_id": "conv-D-L"}, top_k=2)["results"]
+    finally:
+        memory.close()
+        edge.close()
+
+
+def test_compacting_removes_the_unread_copy_from_memories_written_before(tmp_path):
+    """A store written before the field was left out (its points written straight into the shard, as Mem0 wrote them
+    then) loses it at compaction; every other field and the vectors stay."""
+    import qdrant_edge as qe
+
+    st = EdgeMemoryStore.open(tmp_path / "m", dimension=4)
+    try:
+        ids = ["11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"]
+        st._shard.update(qe.UpdateOperation.upsert_points([
+            qe.Point(id=ids[0], vector={"dense": [1.0, 0, 0, 0]}, payload={"user_id": "a", "data": "Lien $5,000", "text_lemmatized": "lien $5,000"}),
+            qe.Point(id=ids[1], vector={"dense": [0, 1.0, 0, 0]}, payload={"user_id": "b", "data": "Levy"})]))
+        assert st.compact() is True
+        assert sorted((o.payload["user_id"], sorted(o.payload)) for o in st.list(None, top_k=None)[0]) == [
+            ("a", ["data", "user_id"]), ("b", ["data", "user_id"])]
+        assert st.search("q", [1.0, 0, 0, 0], top_k=1)[0].payload["data"] == "Lien $5,000"
+        assert st.drop_unread_fields() == 0  # nothing left to remove
+    finally:
+        st.close()
+
+
 def test_edge_filter_rejects_what_it_cannot_express():
     with pytest.raises(ValueError, match="'title'"):
         build_filter({"title": {"contains": "lien"}})

@@ -18,6 +18,12 @@ vector store is replaced before first use; nothing is ever written to that
 client. With a Qdrant server (``mem0_vector_store: qdrant``) Mem0's own Qdrant
 class is used as is.
 
+Mem0 writes ``text_lemmatized`` (a second copy of each memory's text, lemmatised for BM25) into every payload for
+the stores that have ``keyword_search``. This one has none (Mem0 logs so and searches by vector only), so nothing
+ever reads the field: :meth:`EdgeMemoryStore.insert` and :meth:`~EdgeMemoryStore.update` leave it out
+(:data:`UNREAD_FIELDS`), and :meth:`~EdgeMemoryStore.compact` removes it from memories written before. Without spaCy it is the text unchanged; kept, it made a chunk registration's payload 1.7x as
+large, and so the pages a deal's listing reads and the process keeps mapped.
+
 Filters follow Mem0's metadata-filter syntax (what ``Memory.get_all`` /
 ``search`` pass down): ``{"field": value}``, ``{"field": [a, b]}``, operators
 ``eq ne in nin gt gte lt lte``, ``"*"`` (any), and ``AND`` / ``OR`` / ``NOT``
@@ -47,6 +53,14 @@ KEYWORD_INDEXES = (
     "user_id", "agent_id", "run_id", "actor_id",
     "kind", "deal_id", "chunk_id", "section_type", "document_role", "audit_id", "entity_id", "topic",
 )
+
+#: Payload fields Mem0 writes for a keyword search this store does not have: not stored (see the module's docstring).
+UNREAD_FIELDS = frozenset({"text_lemmatized"})
+
+
+def _kept(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` without :data:`UNREAD_FIELDS` (a new dict; Mem0's is not changed)."""
+    return {k: v for k, v in payload.items() if k not in UNREAD_FIELDS}
 
 
 @dataclass(slots=True)
@@ -93,6 +107,24 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
             raise BackendError(f"cannot open Mem0's qdrant-edge shard at {path}: {exc}") from exc
         return cls(shard, path=path, dimension=dimension, collection_name=collection_name)
 
+    def compact(self) -> bool:
+        """:meth:`drop_unread_fields`, then the shard's compaction (:meth:`EdgeShardLifecycle.compact`)."""
+        dropped = self.drop_unread_fields()
+        return super().compact() or dropped > 0
+
+    def drop_unread_fields(self) -> int:
+        """Remove :data:`UNREAD_FIELDS` from the memories a store written before they were left out still holds them in
+        (run by :meth:`compact`: after a large ingest, or ``retrieval-node compact``). Reads every payload once; returns
+        how many memories had them."""
+        import qdrant_edge as qe
+
+        holding = qe.Filter(should=[qe.Filter(must_not=[qe.IsEmptyCondition(key=f)]) for f in sorted(UNREAD_FIELDS)])
+        with self._write_lock:
+            n = int(self._shard.count(qe.CountRequest(filter=holding, exact=True)))
+            if n:
+                self._shard.update(qe.UpdateOperation.delete_payload_by_filter(holding, sorted(UNREAD_FIELDS)))
+        return n
+
     # -- VectorStoreBase ------------------------------------------------------------------
     def create_col(self, name: str, vector_size: int, distance: Any) -> None:
         """The shard is the collection; it exists from :meth:`open`."""
@@ -105,7 +137,7 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         if ids is None:
             raise ValueError("EdgeMemoryStore.insert needs ids (Mem0 always passes them)")
         points = [
-            qe.Point(id=str(ids[i]), vector={VECTOR: np.asarray(vectors[i], dtype=np.float64).tolist()}, payload=dict(payloads[i]) if payloads else {})
+            qe.Point(id=str(ids[i]), vector={VECTOR: np.asarray(vectors[i], dtype=np.float64).tolist()}, payload=_kept(payloads[i]) if payloads else {})
             for i in range(len(vectors))
         ]
         with self._write_lock:
@@ -137,10 +169,10 @@ class EdgeMemoryStore(EdgeShardLifecycle, VectorStoreBase):
         vid = str(vector_id)
         with self._write_lock:
             if vector is not None and payload is not None:
-                self._shard.update(qe.UpdateOperation.upsert_points([qe.Point(id=vid, vector={VECTOR: [float(x) for x in vector]}, payload=dict(payload))]))
+                self._shard.update(qe.UpdateOperation.upsert_points([qe.Point(id=vid, vector={VECTOR: [float(x) for x in vector]}, payload=_kept(payload))]))
                 return
             if payload is not None:
-                self._shard.update(qe.UpdateOperation.overwrite_payload([vid], dict(payload)))
+                self._shard.update(qe.UpdateOperation.overwrite_payload([vid], _kept(payload)))
             if vector is not None:
                 self._shard.update(qe.UpdateOperation.update_vectors([qe.PointVectors(id=vid, vector={VECTOR: [float(x) for x in vector]})]))
 
