@@ -10,7 +10,11 @@ repository) is put into a deal of its own, as one document among
   condo file with risks of its own),
 * every benign excerpt of the same set and domain (the look-alikes: the same vocabulary, no risk for this deal),
 
-each excerpt labelled as Stage 0 would label such a page (title: INSTRUMENTS_REGISTER / TITLE_SEARCH; tax:
+except a look-alike that names a registration number of the material excerpt: probe writers often wrote the benign
+twin of a material excerpt (the same caveat, discharged since). In one deal the twin reads as a later search of the
+same title showing that registration again, and the node rightly takes the later search as the authority
+(``retrieval_node.superseded``); a real file does not hold both as current. Such twins are left out of that deal and
+counted (``twins_left_out``). Each excerpt is labelled as Stage 0 would label such a page (title: INSTRUMENTS_REGISTER / TITLE_SEARCH; tax:
 TAX_ARREARS / TAX_CERTIFICATE; condo: CONDO_MINUTES / CONDO_DOCS). The deals are ingested through the normal path into
 a fresh store and the domain's agent (title: investigator, tax: tax, condo: condo) is asked at its default budget in
 the diligence stage. Counted per set and domain: the material excerpts packed (whole or as an excerpt), and those
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -50,6 +55,22 @@ def _base_chunks(*, condo: bool = True) -> list[dict]:
     rows += [r for r in (json.loads(x) for x in (SAMPLE_DATA / "sample_deal" / "chunks.jsonl").read_text(encoding="utf-8").splitlines() if x.strip())
              if r["document_role"] == "CONDO_DOCS"]
     return rows
+
+
+#: A registration number as Alberta prints it ("252 318 440"), as ``retrieval_node.superseded`` reads it.
+REGISTRATION = re.compile(r"(?<![\d$,.])(\d{3}) ?(\d{3}) ?(\d{3})(?![\d,.])")
+
+
+def registrations(text: str) -> set[str]:
+    return {"".join(m.groups()) for m in REGISTRATION.finditer(text)}
+
+
+def lookalikes_for(material: dict, benign: list[dict]) -> tuple[list[dict], list[str]]:
+    """The look-alikes that go into ``material``'s deal, and the ids of its twins left out (they name one of its
+    registration numbers)."""
+    own = registrations(material["text"])
+    twins = [b["id"] for b in benign if own & registrations(b["text"])]
+    return [b for b in benign if b["id"] not in twins], twins
 
 
 def build_deal(deal_id: str, material: dict, benign: list[dict], base: list[dict], tokens) -> tuple[list[str], str]:
@@ -96,7 +117,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="rn-probe-packages-") as tmp, Store.open(Path(tmp) / "store") as store:
         lexicon = store.config.risk_signals
         jsonl = Path(tmp) / "deals.jsonl"
-        plan: list[tuple[str, str, dict, str]] = []  # (set, deal id, material excerpt, its chunk id)
+        plan: list[tuple[str, str, dict, str, list[str]]] = []  # (set, deal id, material excerpt, its chunk id, twins left out)
         out_lines: list[str] = []
         for name in a.sets.split(","):
             items = load_set(name)
@@ -105,9 +126,10 @@ def main() -> int:
                 material = [x for x in items if x["domain"] == domain and x["material"]][: a.limit]
                 for k, it in enumerate(material):
                     deal_id = f"2026-PROBE-{Path(name).stem.replace('_', '')}{domain[:2]}{k:03d}".upper()
-                    lines, target = build_deal(deal_id, it, benign, base, store.tokens)
+                    kept, twins = lookalikes_for(it, benign)
+                    lines, target = build_deal(deal_id, it, kept, base, store.tokens)
                     out_lines += lines
-                    plan.append((name, deal_id, it, target))
+                    plan.append((name, deal_id, it, target, twins))
         jsonl.write_text("\n".join(out_lines) + "\n", encoding="utf-8")
         report = Ingestor(store).ingest([jsonl])
         if report.rejected:
@@ -115,14 +137,16 @@ def main() -> int:
             return 2
         ingest_s = time.perf_counter() - t0
         agent = RetrievalAgent(store, trust=EVAL_TRUST)
-        for name, deal_id, it, target in plan:
+        for name, deal_id, it, target, twins in plan:
             agent_name = PLACEMENT[it["domain"]][0]
             package, summary = agent.retrieve_sync(agent.intent_for(agent_name, deal_id=deal_id))
             packed = any(r.chunk_id == target for r in package.ordered_chunks)
             reported = any(m.chunk_id == target for m in summary.material_risks)
             flagged = risk_signal(it["text"], lexicon, [it["domain"]]).material
             d = results.setdefault(name, {}).setdefault(it["domain"], {"material": 0, "packed": 0, "reported": 0, "flagged": 0,
-                                                                        "not_packed": [], "not_reported": []})
+                                                                        "not_packed": [], "not_reported": [], "twins_left_out": {}})
+            if twins:
+                d["twins_left_out"][it["id"]] = twins
             d["material"] += 1
             d["packed"] += packed
             d["reported"] += reported
@@ -134,11 +158,13 @@ def main() -> int:
         agent.flush_audit()
     for name, per in results.items():
         total = {k: sum(d[k] for d in per.values()) for k in ("material", "packed", "reported", "flagged")}
+        total["twins_left_out"] = {i: t for d in per.values() for i, t in d["twins_left_out"].items()}
         per["ALL"] = total
         for dom, d in sorted(per.items(), key=lambda kv: (kv[0] == "ALL", kv[0])):
             n = d["material"]
-            rows.append([name, dom, n, f"{d['packed']}/{n}", d["packed"] / n, f"{d['reported']}/{n}", d["reported"] / n, f"{d['flagged']}/{n}"])
-    print(table(["set", "domain", "material", "packed", "", "reported", "", "flag alone"], rows, digits=3))
+            rows.append([name, dom, n, f"{d['packed']}/{n}", d["packed"] / n, f"{d['reported']}/{n}", d["reported"] / n, f"{d['flagged']}/{n}",
+                         len(d["twins_left_out"])])
+    print(table(["set", "domain", "material", "packed", "", "reported", "", "flag alone", "deals without a twin"], rows, digits=3))
     print(f"{len(plan)} deals, {report.ingested} chunks ingested in {ingest_s:.0f} s; total {time.perf_counter() - t0:.0f} s")
     path = write_result(result_path("risk_probe_packages", a.out, a.smoke),
                         {"date": now_iso(), "machine": machine_info(), "smoke": a.smoke, "sets": a.sets, "limit": a.limit, "results": results})

@@ -120,6 +120,20 @@ def test_risk_probe_packages_smoke(tmp_path):
     assert row["material"] == 1 and row["packed"] in (0, 1) and row["reported"] in (0, 1) and len(row["not_packed"]) == 1 - row["packed"]
 
 
+def test_a_lookalike_naming_the_material_excerpts_registration_stays_out_of_its_deal():
+    """The package benchmark does not put a material excerpt's benign twin (the same registration, discharged) in its
+    deal: the twin would read as a later search of the same title and rightly supersede it."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from risk_probe_packages import lookalikes_for
+
+    material = {"id": "m1", "text": "771 204 118  03/02/2025  CAVEAT  RE: LIEN  $12,400 subsisting"}
+    benign = [{"id": "b1", "text": "771204118 03/02/2025 CAVEAT RE: LIEN discharged 10/06/2025 by 771 905 002"},
+              {"id": "b2", "text": "902 441 300  12/12/2019  UTILITY RIGHT OF WAY"},
+              {"id": "b3", "text": "Roll 771-204-118 taxes paid in full"}]
+    kept, twins = lookalikes_for(material, benign)
+    assert twins == ["b1"] and [b["id"] for b in kept] == ["b2", "b3"]
+
+
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
     for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f", "set_g", "set_h"):  # every set read, its excerpts counted as material or benign
