@@ -369,6 +369,11 @@ _DOLLAR_GAP = re.compile(r"\$ +(?=\(?-?[\d.,]+\)?\s*$)")
 _FIGURE_CELL = re.compile(r"\(?-?\$\s*\d[\d,]*(?:\.\d{2})?\)?|\(?-?\d[\d,]*\.\d{2}\)?|\(?\d{1,3}(?:,\d{3})+\)?|[-\u2013\u2014]|nil")
 
 
+#: The label of an instrument's party in a register line ("BUILDERS' LIEN - LIENOR: ...", "WRIT - CREDITOR: ...").
+_PARTY_LABEL = re.compile(r"\s*(?:lienors?|creditors?|caveators?|plaintiffs?|claimants?|grantees?|mortgagees?|debtors?|holders?|chargees?"
+                          r"|applicants?|re)\s*:")
+
+
 def row_value(text: str, end: int) -> str | None:
     """What the table row or ``label: value`` line of a term says after it: ``"zero"``, ``"positive"`` or None.
 
@@ -390,6 +395,8 @@ def row_value(text: str, end: int) -> str | None:
     if gap is not None:  # a column's "$     0.00" that ends the row: the gap after the dollar sign is not the cell's end
         tail = "$" + tail[gap.end():]
     cells = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))", tail)
+    if len(cells) > 1 and re.fullmatch(r"\s*[-\u2013\u2014]\s*", cells[0]) and _PARTY_LABEL.match(cells[1]):
+        return None  # "BUILDERS' LIEN - LIENOR: KODIAK ROOFING": the dash joins the term to its party; it is not a nil cell
     # the figures of the row's other columns, up to the next word ("Arrears:  $0.00    $3,118.20": this year and the years
     # before): one that is above zero is what the row says
     figures = [cells[0]] + list(itertools.takewhile(lambda c: _FIGURE_CELL.fullmatch(c.strip()) is not None, cells[1:]))
@@ -553,7 +560,16 @@ def _is_title(text: str, start: int, end: int, term: str) -> bool:
 
 #: Negation before a term in its clause: "no builders' liens, writs or lis pendens are registered",
 #: "free and clear of all caveats", "not on the tax arrears list". "No." before a number is an abbreviation.
+#: A negation before a term in its clause. "No" is not one where it abbreviates "number": "no. 123", "no 123", and, in a
+#: line above the term's, a column's label ("Reg No | Holder", "Doc No    Type": a lien in the row below is not negated
+#: by its table's header).
+_NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "document", "instrument", "instr", "instr.", "job", "file", "ref", "item", "serial", "roll", "cert",
+                  "certificate", "unit", "lot", "plan", "account", "acct", "case", "action", "court file", "title", "parcel", "folio")
 _NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
+#: :data:`_NEGATION` in the lines above a term's own: a header's column label is not one (on the term's own line "no" is
+#: read as written: "no  builders' liens", "No | Builders' lien", "no longer shows").
+_NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"no(?!\.?\s*\d)(?!\.)(?!\s*[|#])(?! {2,}\S)"
+                             r"|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
 _CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
 
 
@@ -564,7 +580,8 @@ def _negated(text: str, start: int, window: int) -> str | None:
     breaks = list(_CLAUSE_BREAK.finditer(before))
     if breaks:
         before = before[breaks[-1].end():]
-    negations = list(_NEGATION.finditer(before))
+    own_line = before.rfind("\n") + 1
+    negations = [*_NEGATION_ABOVE.finditer(before, 0, own_line), *_NEGATION.finditer(before, own_line)]
     return negations[-1].group(0) if negations else None
 
 
@@ -1581,6 +1598,116 @@ def registration_age(text: str, start: int) -> int | None:
     return None if newest is None or newest < year else newest - year
 
 
+#: A loan said to be repaid, in the past: "it was paid off around 2006", "the loan has since been repaid", "repaid many
+#: years ago", "LOAN PAID OUT IN 2013", "retired Aug 2016", "is fully paid", "repaid the mortgage in 2012" (not "will be paid
+#: out from the proceeds", "to be repaid", "paid down", "paid off in full on closing": :func:`repaid_undischarged` reads the
+#: clause before it and what follows). ``[il]``: OCR's l for i, as the text is normalised.
+_REPAID = re.compile(
+    r"\b(?:(?:was|were|has\s+(?:since\s+)?been|have\s+(?:since\s+)?been|had\s+(?:since\s+)?been|is\s+now)\s+(?:fully\s+|long\s+|all\s+)?"
+    r"(?:repa[il]d|pa[il]d\s+off|pa[il]d\s+out|pa[il]d\s+in\s+full|ret[il]red|sat[il]sf[il]ed)\b"
+    r"|\bis\s+(?:now\s+)?fully\s+pa[il]d\b"
+    r"|\b(?:repa[il]d(?:\s+(?:it|them|(?:the|this|that)\s+(?:loan|mortgage)))?|pa[il]d\s+(?:it\s+|them\s+|(?:the|this|that)\s+(?:loan|mortgage)\s+)?off"
+    r"|pa[il]d\s+out|pa[il]d\s+in\s+full|ret[il]red|sat[il]sf[il]ed)\s+(?:around|about|back\s+in|years\s+ago|many\s+years\s+ago|long\s+ago|but"
+    r"|(?:in\s+)?(?:(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+)?(?:19|20)\d\d)\b)")
+#: The discharge is missing, said outright (anywhere in the passage): "no discharge was ever registered", "never
+#: discharged", "hasn't been discharged", "discharge outstanding", "never removed from title".
+_NO_DISCHARGE = re.compile(
+    r"\b(?:no\s+d[il]scharge|no\s+release|never\s+(?:been\s+)?d[il]scharged|not\s+(?:yet\s+)?(?:been\s+)?d[il]scharged"
+    r"|(?:has|have)n't\s+(?:yet\s+)?been\s+d[il]scharged|without\s+(?:a\s+)?d[il]scharge|und[il]scharged"
+    r"|d[il]scharge\s+(?:was\s+|has\s+)?(?:never|not)\s+(?:yet\s+)?(?:been\s+)?(?:reg[il]stered|f[il]led)|d[il]scharge\s+(?:has|have)n't\s+been\s+(?:reg[il]stered|f[il]led)"
+    r"|d[il]scharge\s+(?:is\s+)?outstand[il]ng|never\s+removed\s+from\s+(?:the\s+)?title|not\s+(?:yet\s+)?received\s+(?:a\s+|the\s+|any\s+)?d[il]scharge"
+    r"|(?:cannot|can't|unable\s+to|will\s+not|won't|refuses?\s+to)\s+(?:obta[il]n|get|produce|locate|sign|provide|give)\s+(?:a\s+|the\s+|any\s+)?d[il]scharge)\b")
+#: The title still carries it: read only in the sentence that says it was repaid ("paid out but still registered"): a
+#: "still on title" elsewhere is as likely the current mortgage's.
+_STILL_ON_TITLE = re.compile(
+    r"\b(?:(?:still|remains?|continues\s+to)\s+(?:be\s+)?(?:shown\s+|reg[il]stered\s+|appear[il]ng\s+|appears?\s+|s[il]ts?\s+)?(?:on|against)\s+"
+    r"(?:the\s+)?(?:said\s+)?(?:title|lands?|reg[il]ster)|title\s+still\s+(?:shows|lists|discloses)|still\s+(?:shows|reg[il]stered)|remains?\s+reg[il]stered)\b")
+#: The discharge is in hand, registered, on its way or promised: a paid-out mortgage whose discharge the seller's lawyer
+#: undertakes to register, one the lender has signed, or one submitted for registration is routine (an undertaking asked
+#: for, "please provide ... an undertaking", is not one given; "no signed discharge has been received" is not one in hand).
+_DISCHARGE_IN_HAND = re.compile(
+    r"\b(?:(?:we|i)\s+(?:hereby\s+)?undertake|(?:has|have|had)\s+(?:been\s+)?undertaken|undertakes)\s+to\s+(?:[a-z]+\s+){0,3}?"
+    r"(?:d[il]scharge|reg[il]ster|pay|obta[il]n|del[il]ver|provide|forward|send)"
+    r"|\b(?:provided|given|delivered)\s+(?:their|its|his|her|an|our|a)\s+(?:written\s+)?undertaking\b"
+    r"|\bundertaking\s+(?:is\s+|was\s+|has\s+been\s+)?(?:given|provided|received|enclosed|attached)\b"
+    r"|\bd[il]scharge\s+(?:of\s+mortgage\s+)?(?:has\s+been\s+|was\s+|is\s+)?(?:provided|delivered|received|signed|executed|obtained|enclosed|attached"
+    r"|reg[il]stered|submitted|in\s+process|expected|(?:now\s+)?being\s+(?:prepared|processed|reg[il]stered))\b|\bd[il]scharge\s+(?:will|to)\s+follow\b"
+    r"|\b(?:enclosed|attached|received|obtained|hold|holding|have)\s+(?:a\s+|the\s+)?(?:lender'?s\s+|executed\s+|signed\s+)?d[il]scharge\b"
+    r"|\b(?:executed|signed)\s+d[il]scharge\b|\bd[il]scharge\s+in\s+hand\b|\benclosed\s+(?:please\s+find\s+)?(?:the\s+|a\s+)?d[il]scharge\b")
+#: A negation, a condition or a request before a phrase of :data:`_DISCHARGE_IN_HAND` in its clause: "no signed discharge
+#: has been received", "we have not received a discharge", "until a discharge is registered", "we asked for the discharge".
+_NOT_IN_HAND = re.compile(r"\b(?:no|not|never|without|unable|refus\w*|yet\s+to|cannot|can't|despite|until|unless|if|once|before|pending"
+                          r"|await\w*|waiting|ask\w*|request\w*|seek\w*|sought|require\w*|need\w*)\b[^,;:.\n]*$")
+#: Another instrument ("the lien was paid in full"): a repayment whose subject it is is not the mortgage's.
+_ANOTHER_DEBT = re.compile(r"\b(?:lien|caveat|writ|judgment|levy|lis\s+pendens|taxes|tax\s+arrears)\b")
+_THE_LOAN = re.compile(r"\b(?:mortgage|loan|mortgagee|charge|it|line\s+of\s+credit|facility|account)\b|\b\d{3} ?\d{3} ?\d{3}\b")
+#: Not a charge on this land, or not all of it repaid: a loan that was never a mortgage, another property or owner, a
+#: part payment, a balance still owing.
+_NOT_THIS_CHARGE = re.compile(
+    r"\b(?:unsecured|never\s+(?:a\s+mortgage|secured|registered)|not\s+secured|no\s+mortgage|(?:car|auto|vehicle|student|personal|payday|business)\s+loan"
+    r"|credit\s+card|(?:previous|former|prior|other|another|that|their\s+old)\s+(?:home|house|property|lot|unit|title|condo|owner|parcel)"
+    r"|cottage|cabin|separate\s+parcel|rental\s+property|not\s+part\s+of\s+th[il]s\s+(?:sale|purchase)|in\s+part|partial\w*|part\s+payment"
+    r"|remaining\s+balance|balance\s+(?:of|owing|remaining)|(?:still|remains?)\s+(?:owing|outstanding|due))\b")
+#: Discharged in the same breath ("paid out in 2020; it was discharged that month").
+_DISCHARGED_TOO = re.compile(r"(?<!never )(?<!not )(?<!been )(?<!n't )\bd[il]scharged\b")
+#: A payout at this closing ("paid out on closing", "this morning", "from our trust account"): its discharge follows as usual.
+_AT_CLOSING = re.compile(r"[^.;]{0,40}?\b(?:(?:on|at)\s+(?:the\s+)?closing|from\s+the\s+(?:sale\s+)?proceeds(?!\s+of\s+(?:his|her|their|a|an|another)\b)"
+                         r"|from\s+(?:our|the|my|their)\s+trust\s+account|this\s+morning|today|yesterday)\b")
+#: A repayment still to come, or only believed: "will be paid off", "to be repaid", "once it has been repaid", "thought".
+_TO_COME = re.compile(r"\b(?:will|shall|would|to\s+be|expects?|expected|intends?|plans?|going\s+to|once|until|upon|as\s+soon\s+as|thought)\b[^,;:.\n]*$")
+_THE_MORTGAGE = re.compile(r"\b(?:mortgage|mortgagee|charge)\b|\b\d{3} ?\d{3} ?\d{3}\b")
+#: The sentence after the repayment speaks of the same loan ("...retired years ago; the title still lists it").
+_IT = re.compile(r"\b(?:it|(?:this|that|the\s+said)\s+mortgage)\b")
+#: The repayment's sentence is this closing's ("Further to closing on June 3, the mortgage has been paid out").
+_CLOSING_NOW = re.compile(r"\b(?:further\s+to|following|after|upon|on|at)\s+(?:the\s+|today'?s\s+)?closing\b")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+
+
+def repaid_undischarged(text: str, pos: int) -> bool:
+    """Whether the text says the mortgage at ``pos`` was repaid while the title still carries it, with no discharge in
+    hand, registered or undertaken: "My client says it was repaid around 2012 but he has no discharge". A current
+    mortgage is routine financing; one the owner says is paid off and that no one can discharge is a defect in title.
+
+    Read in the mention's paragraph, or in the whole text when every mention of a mortgage is in one paragraph (a
+    register row and the note about it below). The repayment is read in a sentence whose subject is the loan (not
+    another instrument, another property or an unsecured loan), in the past, whole, not at this closing and not with
+    its discharge in the same breath; the missing discharge is said outright, or the repayment's own sentence says the
+    title still carries it."""
+    paragraphs = [0, *(m.end() for m in _BLANK_LINE.finditer(text)), len(text) + 1]
+    which = {bisect.bisect_right(paragraphs, q.start()) for q in re.finditer(r"\bmortgage", text)}
+    if len(which) > 1:
+        k = bisect.bisect_right(paragraphs, pos)
+        text = text[paragraphs[k - 1]:paragraphs[k]]
+    said_missing = _NO_DISCHARGE.search(text) is not None
+    if not said_missing and not _STILL_ON_TITLE.search(text):
+        return False
+    for m in _DISCHARGE_IN_HAND.finditer(text):
+        a, _b = _sentence_bounds(text, m.start())
+        if _ANOTHER_DEBT.search(text, max(a, m.start() - 30), m.start()):
+            continue  # a lien's discharge is not the mortgage's
+        if not _NOT_IN_HAND.search(text[max(a, m.start() - 60):m.start()]):
+            return False
+    ends = sentence_ends(text)
+    for m in _REPAID.finditer(text):
+        a, b = _sentence_bounds(text, m.start())
+        sentence = text[a:b]
+        k = bisect.bisect_right(ends, b)
+        after = ends[k] if k < len(ends) else len(text)
+        if not said_missing and not _STILL_ON_TITLE.search(sentence) and not (_STILL_ON_TITLE.search(text, b, after) and _IT.search(text, b, after)):
+            continue  # "still on title" said of this loan: in its sentence, or the next one's "it"
+        before = text[a:m.start()]
+        if not _THE_LOAN.search(sentence) or (_ANOTHER_DEBT.search(before) and not _THE_MORTGAGE.search(before)):
+            continue  # the subject repaid is another instrument's ("the caveat securing the loan was satisfied")
+        if _CLOSING_NOW.search(sentence):
+            continue
+        if _NOT_THIS_CHARGE.search(text, a, after) or _DISCHARGED_TOO.search(text, a, after) or _AT_CLOSING.match(text, m.end()):
+            continue
+        if _conditional(text, m.start()) or _TO_COME.search(text[max(a, m.start() - 80):m.start()]):
+            continue
+        return True
+    return False
+
+
 #: The price of a remedy stated in the text: an engineer's or contractor's cost opinion ("Opinion of probable cost:
 #: $585,000", "Budget estimate: $1.6 to $1.9 million", "estimated cost of the repairs is $2.9 M", "Order-of-magnitude cost:
 #: $4.2M", "Contractor quotes received ($610K - $690K)"); not a reserve study's replacement cost or allowance.
@@ -1606,6 +1733,10 @@ def remedy_price(text: str) -> float:
     return best
 
 
+#: Benign cues that only say a debt was paid: they do not clear a registration that outlived it (:func:`repaid_undischarged`).
+_REPAYMENT_CUES = frozenset({"paid in full", "paid off", "fully paid", "repaid"})
+#: The mention's sentence speaks of a discharge: a negation in it is about the discharge, not the mortgage.
+_OF_A_DISCHARGE = re.compile(r"\bd[il]scharge")
 #: An empty box before the term ("[ ] arrears  [ ] penalties", "☐ special levy"): a form's choice, not a finding (a ticked
 #: box is the form's answer and is read as any other row).
 _FORM_OPTION = re.compile(r"(?:\[ ?\]|☐)\s*$")
@@ -1626,7 +1757,12 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     heading = not title and _is_heading(low, m.start(), m.end(), headings)
     if heading and t.min_amount is None:
         return None
+    # a loan said to be repaid while the title still carries it: its repayment ("paid in full", "closed") clears the debt,
+    # not the registration, and a negation near it is about the discharge
+    undischarged = t.stale_after_years is not None and repaid_undischarged(low, m.start())
     cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, window)
+    if undischarged and cue is not None and (cue in _REPAYMENT_CUES or (_NEGATION.fullmatch(cue) and _OF_A_DISCHARGE.search(low, *_sentence_bounds(low, m.start())))):
+        cue = None  # "paid in full" is the repayment; "not received a discharge", "never discharged" say what is missing
     if cue is None and _FORM_OPTION.search(low, max(0, m.start() - 8), m.start()):
         cue = "form option"
     if cue is None and _ZERO_BEFORE.search(low, max(0, m.start() - 16), m.start()) and not _states_money(low[m.end():_line_bounds(low, m.start())[1]]):
@@ -1641,7 +1777,7 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = _benign_subject(low, m.end(), lexicon.benign_subjects, window)
     if cue is None and title:
         cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
-    if cue is None and not heading and clause_polarity(low, m.start(), m.end()) == "closed":
+    if cue is None and not heading and not undischarged and clause_polarity(low, m.start(), m.end()) == "closed":
         cue = "closed"
     if cue is None:
         cleared = clearing_instrument(low)
@@ -1655,7 +1791,7 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
             cue = "discharged by number"
     if cue is None and t.stale_after_years is not None:
         age = registration_age(low, m.start())
-        if age is None or age <= t.stale_after_years:
+        if (age is None or age <= t.stale_after_years) and not undischarged:
             cue = "current registration"
     if cue is None and t.this_unit_only:
         lo, hi = _sentence_bounds(low, m.start())
@@ -1669,6 +1805,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "not on this title"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
+    if undischarged:  # the text states the defect: repaid, and still on title with no discharge
+        return None, FACTOR_CONCRETE, "concrete"
     if heading:  # a heading term with a floor ("DEDUCTIBLES") reads the table under it
         below = _table_below(low, m.end())
         return (None, FACTOR_CONCRETE, "concrete") if _amounts_beyond((below,), t.min_amount or 0.0) else None

@@ -861,6 +861,101 @@ def test_a_mortgage_older_than_any_amortisation_is_a_stale_registration(text, ma
     assert ("stale_mortgage" in kinds(text, "title")) is material
 
 
+@pytest.mark.parametrize(("text", "material"), [
+    # a register laid out as a table: the header's "Reg No" / "Doc No" is a column's label, not a "no" to the row below
+    ("Instrument | Reg No | Holder | Status\nBuilders' Lien | 232 118 009 | Kodiak Roofing | registered 2025, $48,200", True),
+    ("Doc No | Type | Amount\n232 118 009 | Builders' Lien | $48,200", True),
+    ("Reg No      Date        Type\n232 118 009  12/03/2025  BUILDERS' LIEN  $48,200", True),
+    ("FILE NO | INSTRUMENT\n2501-0931 | CERTIFICATE OF LIS PENDENS re action 2501 04411", True),
+    ("Registration No    Particulars\n242 001 337        WRIT OF ENFORCEMENT  CREDITOR - ACME FINANCE  $18,400", True),
+    ("Instr No   Date        Type\n232 118 009  12/03/2025  BUILDERS' LIEN  $48,200", True),
+    ("Reg. No | Type\n232 118 009 | Builders' Lien $48,200", True),
+    # a "no" that is one still negates, on the term's own line however it is spaced or tabled
+    ("No builders' lien is registered against the title.", False),
+    ("Title No. 242 118 009: no  builders'  liens,  writs or  caveats registered as of 04/03/2025.", False),
+    ("Found? | Item\nNo | Builders' lien (search 04/03/2025)\nNo | Writ of enforcement", False),
+    ("Title no longer shows the builders' lien 232 118 009 (updated search 04/03/2025).", False),
+    ("There is no caveat on title and no writ against the owner.", False),
+    ("Liens: no | Writs: no | Caveats: none", False),
+])
+def test_a_column_labelled_no_does_not_negate_the_row_below(text, material):
+    assert bool(kinds(text, "title")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # a register line that names the party after a dash: the dash joins the instrument to its party
+    ("252 118 009  12/03/2025  BUILDERS' LIEN - LIENOR: KODIAK ROOFING LTD.  $48,200", True),
+    ("242 118 771  14/06/2024  WRIT OF ENFORCEMENT - CREDITOR: BANK OF MONTREAL $31,008.40", True),
+    ("Writ of Enforcement 242 118 771 - Creditor: Bank of Montreal $31,008", True),
+    ("252 331 870  06/02/2025  CAVEAT - RE: LIEN CLAIM UNDER THE PRESCRIBED ACT  $9,400", True),
+    # a dash as a row's value is still a nil cell
+    ("Builders' liens: -\nWrits: -", False),
+    ("Arrears - Penalties: 0.00", False),
+])
+def test_a_dash_before_the_party_of_a_register_line_is_not_a_nil_cell(text, material):
+    assert bool(kinds(text, "title") or kinds(text, "tax")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # a memo: the owner says it was paid off, nothing on record discharges it
+    ("Title still shows Mortgage 052 118 904 in favour of Prairie Trust. The owner says the loan was paid off in 2011; no "
+     "discharge was ever registered and the lender has since been wound up.", True),
+    # an email, wrapped as it was printed
+    ("Hi Sam,\nthe 2003 mortgage (reg. 032 447 118)\nis still on title. Seller advises it was\nrepaid years ago but "
+     "he cannot produce a discharge\nor a payout letter.", True),
+    # a register row, and the note about it in the next paragraph
+    ("072 334 551  14/03/2007  MORTGAGE\n   MORTGAGEE - DOMINION SAVINGS\n\nNote: the vendor states this mortgage was fully "
+     "repaid in 2015 but it remains registered against the lands.", True),
+    # a review table's row
+    ("Item | Registration | Status\nMortgage | 082 551 003 | repaid 2012 per owner; no discharge on record", True),
+    # a demand for an undertaking is not one given
+    ("Your clients say the mortgage was repaid when they refinanced, but no discharge was ever registered. Please provide "
+     "the registered discharge or the lender's written undertaking before closing.", True),
+    # still to be paid out from the proceeds: routine financing
+    ("Mortgage 201 337 416 (RBC) remains on title and will be paid out from the sale proceeds; a discharge will follow.", False),
+    ("The mortgage was paid down to $40,000 and remains on title; it will be paid out on closing.", False),
+    # repaid and discharged
+    ("The 2009 mortgage was repaid in 2016 and discharged by instrument 162 008 117.", False),
+    # paid out, and the discharge undertaken by the lawyer who paid it
+    ("The mortgage was paid out on closing yesterday and the discharge has not yet been registered. We undertake to "
+     "register it within 30 days and to send you the title showing it.", False),
+    ("Mortgage 211 004 552 was repaid in full on March 3. The signed discharge has been received and is enclosed for "
+     "registration.", False),
+    # what will happen once it is repaid
+    ("Once the mortgage has been repaid, the lender will deliver a discharge; until then it remains on title.", False),
+    # another instrument was paid and not discharged: not the mortgage
+    ("Mortgage 211 004 552 (ATB) will be paid out on closing. The plumber's lien was paid in full in March but no "
+     "discharge of lien has been registered yet.", False),
+    # "paid in full" is the repayment here, not a clearing
+    ("The credit union mortgage was paid in full in 2009, yet no discharge was filed and it still sits on title.", True),
+    # a discharge asked for, or not received, is not one in hand
+    ("Loan repaid in 2014. We have not received a discharge from the lender, and the mortgage is still registered.", True),
+    ("The vendor says it was repaid in 2008; no discharge was registered. Until a discharge is registered, the "
+     "mortgage stands against the title.", True),
+    # a register row, and a client's note below it in capitals
+    ("082 301 447   02/05/2008   MORTGAGE\n   MORTGAGEE - NORTHERN TRUST CO.\n\nCLIENT NOTE: LOAN PAID OUT IN 2013. "
+     "NO DISCHARGE EVER RECEIVED.", True),
+    ("Mortgage 112 009 871 to TD - paid out but still registered.", True),
+    # routine: to be paid from the proceeds, paid out at this closing, a discharge in the making
+    ("The CIBC mortgage is still registered and will be paid off in full from the sale proceeds on closing.", False),
+    ("Hi Jo,\n\nThe vendor's mortgage was paid out\nthis morning and is still on title for now.\n\nWe undertake to "
+     "register the discharge within 45 days.", False),
+    ("The mortgage was paid off in 2016 and a discharge is now being prepared by the lender's solicitors; the mortgage "
+     "is still on title.", False),
+    # repaid, but not a mortgage on this land, or discharged with it
+    ("The vendors' previous home carried a mortgage that was paid off in 2014; that title still shows it. This title is "
+     "clear of financial charges.", False),
+    ("The personal loan was repaid in 2020. It was unsecured, so no discharge is needed; the only mortgage on title is "
+     "the current one.", False),
+    ("The 2015 mortgage was paid out in 2020 on a refinancing; it was discharged that month. The new mortgage is still on "
+     "title and will be paid out on closing.", False),
+])
+def test_a_mortgage_said_to_be_repaid_that_the_title_still_carries_is_a_defect(text, material):
+    """A current mortgage is routine; one the owner says was repaid while nothing discharges it is not: read where the
+    text says both of the same loan, and not where a discharge is in hand or undertaken, or the repayment is to come."""
+    assert ("stale_mortgage" in kinds(text, "title")) is material
+
+
 SCRIBE = LEX.only_kinds(load_config().agents["scribe"].risk_kinds or [])
 SCRIBE_DOMAINS = load_config().agents["scribe"].risk_domains
 
