@@ -560,14 +560,14 @@ def _is_title(text: str, start: int, end: int, term: str) -> bool:
 
 #: Negation before a term in its clause: "no builders' liens, writs or lis pendens are registered",
 #: "free and clear of all caveats", "not on the tax arrears list". "No." before a number is an abbreviation.
-#: A negation before a term in its clause. "No" is not one where it abbreviates "number": "no. 123", "no 123", and, in a
-#: line above the term's, a column's label ("Reg No | Holder", "Doc No    Type": a lien in the row below is not negated
-#: by its table's header).
-_NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "document", "instrument", "instr", "instr.", "job", "file", "ref", "item", "serial", "roll", "cert",
-                  "certificate", "unit", "lot", "plan", "account", "acct", "case", "action", "court file", "title", "parcel", "folio")
 _NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
-#: :data:`_NEGATION` in the lines above a term's own: a header's column label is not one (on the term's own line "no" is
-#: read as written: "no  builders' liens", "No | Builders' lien", "no longer shows").
+#: Words before a "no" that abbreviates "number" in a column's label ("Reg No", "Doc No", "File No").
+_NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "document", "instrument", "instr", "instr.", "job", "file",
+                  "ref", "item", "serial", "roll", "cert", "certificate", "unit", "lot", "plan", "account", "acct", "case", "action",
+                  "court file", "title", "parcel", "folio")
+#: :data:`_NEGATION` in the lines above a term's own: a header's column label is not one ("Reg No | Holder", "Doc No    Type":
+#: a lien in the row below is not negated by its table's header). On the term's own line "no" is read as written ("no
+#: builders' liens", "No | Builders' lien", "no longer shows").
 _NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"no(?!\.?\s*\d)(?!\.)(?!\s*[|#])(?! {2,}\S)"
                              r"|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
 _CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
@@ -1617,8 +1617,9 @@ _NO_DISCHARGE = re.compile(
     r"|d[il]scharge\s+(?:was\s+|has\s+)?(?:never|not)\s+(?:yet\s+)?(?:been\s+)?(?:reg[il]stered|f[il]led)|d[il]scharge\s+(?:has|have)n't\s+been\s+(?:reg[il]stered|f[il]led)"
     r"|d[il]scharge\s+(?:is\s+)?outstand[il]ng|never\s+removed\s+from\s+(?:the\s+)?title|not\s+(?:yet\s+)?received\s+(?:a\s+|the\s+|any\s+)?d[il]scharge"
     r"|(?:cannot|can't|unable\s+to|will\s+not|won't|refuses?\s+to)\s+(?:obta[il]n|get|produce|locate|sign|provide|give)\s+(?:a\s+|the\s+|any\s+)?d[il]scharge)\b")
-#: The title still carries it: read only in the sentence that says it was repaid ("paid out but still registered"): a
-#: "still on title" elsewhere is as likely the current mortgage's.
+#: The title still carries it: read only in the sentence that says it was repaid ("paid out but still registered") or in
+#: the next one when that one says "it" ("...retired years ago; the title still lists it"): a "still on title" elsewhere is
+#: as likely the current mortgage's.
 _STILL_ON_TITLE = re.compile(
     r"\b(?:(?:still|remains?|continues\s+to)\s+(?:be\s+)?(?:shown\s+|reg[il]stered\s+|appear[il]ng\s+|appears?\s+|s[il]ts?\s+)?(?:on|against)\s+"
     r"(?:the\s+)?(?:said\s+)?(?:title|lands?|reg[il]ster)|title\s+still\s+(?:shows|lists|discloses)|still\s+(?:shows|reg[il]stered)|remains?\s+reg[il]stered)\b")
