@@ -653,10 +653,12 @@ def _conditional(text: str, pos: int) -> bool:
 
 
 def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool:
-    """The cue occurs in ``span``, neither awaited, negated nor conditional (``lead``: the text just before the span, where
-    the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
+    """The cue occurs in ``span``, neither asked, awaited, negated nor conditional (``lead``: the text just before the span,
+    where the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
     instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one)."""
     for m in term_pattern(cue).finditer(span):
+        if span[m.end():m.end() + 2].lstrip(" ").startswith("?"):
+            continue  # a question, or a column headed by one ("Discharged?"), is not its answer
         before = span[max(0, m.start() - 24):m.start()].rstrip()
         if _PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(lead + span, len(lead) + m.start()):
             continue
@@ -756,13 +758,14 @@ _DEFERRED = re.compile(r"\b(?:deferred|tabled|postponed|adjourned)\b")
 
 
 def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]]:
-    """Every verdict word in ``[lo, hi)`` with its verdict; a closed one that is awaited or negated ("to be discharged",
-    "not paid in full") is none."""
+    """Every verdict word in ``[lo, hi)`` with its verdict; a closed one that is awaited, negated or asked ("to be
+    discharged", "not paid in full", "discharged?") is none."""
     for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
         for m in pattern.finditer(text, lo, hi):
             before = text[max(0, m.start() - 24):m.start()].rstrip()
-            if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())):
-                continue
+            if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
+                                        or text[m.end():m.end() + 2].lstrip(" ").startswith("?")):
+                continue  # ... or asked: "Has the lien been discharged? No."
             yield m, verdict
 
 

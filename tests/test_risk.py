@@ -897,6 +897,19 @@ def test_a_dash_before_the_party_of_a_register_line_is_not_a_nil_cell(text, mate
 
 
 @pytest.mark.parametrize(("text", "material"), [
+    # a question is not its answer: a column headed "Discharged?", a checklist's question
+    ("Reg No | Instrument | Amount | Discharged?\n232 118 009 | Builders' Lien | $48,200.00 | No", True),
+    ("Has the builders' lien 232 118 009 ($48,200) been discharged? No - the lienor has not been paid.", True),
+    ("Caveat 242 118 009 withdrawn? No.", True),
+    # the answer that says so still clears it
+    ("Instrument | Discharged?\nBuilders' Lien 232 118 009 | Yes, discharged by 242 001 118", False),
+    ("Was the caveat withdrawn? Yes, withdrawn by 242 001 118 on 2024-05-02.", False),
+])
+def test_a_question_about_a_discharge_does_not_clear_the_instrument(text, material):
+    assert bool(kinds(text, "title")) is material
+
+
+@pytest.mark.parametrize(("text", "material"), [
     # a memo: the owner says it was paid off, nothing on record discharges it
     ("Title still shows Mortgage 052 118 904 in favour of Prairie Trust. The owner says the loan was paid off in 2011; no "
      "discharge was ever registered and the lender has since been wound up.", True),
