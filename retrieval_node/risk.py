@@ -565,10 +565,10 @@ _NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|none of|without|neither|n
 _NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "document", "instrument", "instr", "instr.", "job", "file",
                   "ref", "item", "serial", "roll", "cert", "certificate", "unit", "lot", "plan", "account", "acct", "case", "action",
                   "court file", "title", "parcel", "folio")
-#: :data:`_NEGATION` in the lines above a term's own: a header's column label is not one ("Reg No | Holder", "Doc No    Type":
-#: a lien in the row below is not negated by its table's header). On the term's own line "no" is read as written ("no
+#: :data:`_NEGATION` in the lines above a term's own: a header's column label is not one ("Reg No | Holder", "Doc No    Type",
+#: "On title (Yes/No)": a lien in the row below is not negated by its table's header). On the term's own line "no" is read as written ("no
 #: builders' liens", "No | Builders' lien", "no longer shows").
-_NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"no(?!\.?\s*\d)(?!\.)(?!\s*[|#])(?! {2,}\S)"
+_NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"(?<!/)no(?!\.?\s*\d)(?!\.)(?!\s*[|#/])(?! {2,}\S)"
                              r"|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
 _CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
 

@@ -870,6 +870,8 @@ def test_a_mortgage_older_than_any_amortisation_is_a_stale_registration(text, ma
     ("Registration No    Particulars\n242 001 337        WRIT OF ENFORCEMENT  CREDITOR - ACME FINANCE  $18,400", True),
     ("Instr No   Date        Type\n232 118 009  12/03/2025  BUILDERS' LIEN  $48,200", True),
     ("Reg. No | Type\n232 118 009 | Builders' Lien $48,200", True),
+    ("Instrument | Holder | On title (Yes/No)\nBuilders' Lien 232 118 009 $48,200 | Kodiak Roofing | Yes", True),
+    ("Registered?  Y/N\nWrit of Enforcement 242 118 771  $31,008  Y", True),
     # a "no" that is one still negates, on the term's own line however it is spaced or tabled
     ("No builders' lien is registered against the title.", False),
     ("Title No. 242 118 009: no  builders'  liens,  writs or  caveats registered as of 04/03/2025.", False),
