@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 import time
@@ -57,19 +56,13 @@ def _base_chunks(*, condo: bool = True) -> list[dict]:
     return rows
 
 
-#: A registration number as Alberta prints it ("252 318 440"), as ``retrieval_node.superseded`` reads it.
-REGISTRATION = re.compile(r"(?<![\d$,.])(\d{3}) ?(\d{3}) ?(\d{3})(?![\d,.])")
-
-
-def registrations(text: str) -> set[str]:
-    return {"".join(m.groups()) for m in REGISTRATION.finditer(text)}
-
-
 def lookalikes_for(material: dict, benign: list[dict]) -> tuple[list[dict], list[str]]:
     """The look-alikes that go into ``material``'s deal, and the ids of its twins left out (they name one of its
     registration numbers)."""
-    own = registrations(material["text"])
-    twins = [b["id"] for b in benign if own & registrations(b["text"])]
+    from retrieval_node.superseded import registrations_in
+
+    own = registrations_in(material["text"])
+    twins = [b["id"] for b in benign if own & registrations_in(b["text"])]
     return [b for b in benign if b["id"] not in twins], twins
 
 

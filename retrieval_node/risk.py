@@ -560,7 +560,9 @@ def _is_title(text: str, start: int, end: int, term: str) -> bool:
 
 #: Negation before a term in its clause: "no builders' liens, writs or lis pendens are registered",
 #: "free and clear of all caveats", "not on the tax arrears list". "No." before a number is an abbreviation.
-_NEGATION = re.compile(r"\b(?:no(?!\.?\s*\d)(?!\.)|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
+_NO = r"no(?!\.?\s*\d)(?!\.)"
+_OTHER_NEGATIONS = r"|not|none of|without|neither|nor|never|free (?:and clear )?of)\b"
+_NEGATION = re.compile(r"\b(?:" + _NO + _OTHER_NEGATIONS)
 #: Words before a "no" that abbreviates "number" in a column's label ("Reg No", "Doc No", "File No").
 _NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "document", "instrument", "instr", "instr.", "job", "file",
                   "ref", "item", "serial", "roll", "cert", "certificate", "unit", "lot", "plan", "account", "acct", "case", "action",
@@ -568,8 +570,8 @@ _NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "documen
 #: :data:`_NEGATION` in the lines above a term's own: a header's column label is not one ("Reg No | Holder", "Doc No    Type",
 #: "On title (Yes/No)": a lien in the row below is not negated by its table's header). On the term's own line "no" is read as written ("no
 #: builders' liens", "No | Builders' lien", "no longer shows").
-_NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"(?<!/)no(?!\.?\s*\d)(?!\.)(?!\s*[|#/])(?! {2,}\S)"
-                             r"|not|none of|without|neither|nor|never|free (?:and clear )?of)\b")
+_NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"(?<!/)" + _NO + r"(?!\s*[|#/])(?! {2,}\S)"
+                             + _OTHER_NEGATIONS)
 _CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
 
 
@@ -652,12 +654,17 @@ def _conditional(text: str, pos: int) -> bool:
     return _CONDITION.search(before[openers[-1]:] if openers else before) is not None
 
 
+def _asked(text: str, end: int) -> bool:
+    """Whether the words ending at ``end`` are asked ("discharged?", "withdrawn ?"): a question is not its answer."""
+    return text[end:end + 2].lstrip(" ").startswith("?")
+
+
 def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool:
     """The cue occurs in ``span``, neither asked, awaited, negated nor conditional (``lead``: the text just before the span,
     where the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
     instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one)."""
     for m in term_pattern(cue).finditer(span):
-        if span[m.end():m.end() + 2].lstrip(" ").startswith("?"):
+        if _asked(span, m.end()):
             continue  # a question, or a column headed by one ("Discharged?"), is not its answer
         before = span[max(0, m.start() - 24):m.start()].rstrip()
         if _PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(lead + span, len(lead) + m.start()):
@@ -764,7 +771,7 @@ def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]
         for m in pattern.finditer(text, lo, hi):
             before = text[max(0, m.start() - 24):m.start()].rstrip()
             if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
-                                        or text[m.end():m.end() + 2].lstrip(" ").startswith("?")):
+                                        or _asked(text, m.end())):
                 continue  # ... or asked: "Has the lien been discharged? No."
             yield m, verdict
 
@@ -1644,7 +1651,6 @@ _NOT_IN_HAND = re.compile(r"\b(?:no|not|never|without|unable|refus\w*|yet\s+to|c
                           r"|await\w*|waiting|ask\w*|request\w*|seek\w*|sought|require\w*|need\w*)\b[^,;:.\n]*$")
 #: Another instrument ("the lien was paid in full"): a repayment whose subject it is is not the mortgage's.
 _ANOTHER_DEBT = re.compile(r"\b(?:lien|caveat|writ|judgment|levy|lis\s+pendens|taxes|tax\s+arrears)\b")
-_THE_LOAN = re.compile(r"\b(?:mortgage|loan|mortgagee|charge|it|line\s+of\s+credit|facility|account)\b|\b\d{3} ?\d{3} ?\d{3}\b")
 #: Not a charge on this land, or not all of it repaid: a loan that was never a mortgage, another property or owner, a
 #: part payment, a balance still owing.
 _NOT_THIS_CHARGE = re.compile(
@@ -1654,12 +1660,15 @@ _NOT_THIS_CHARGE = re.compile(
     r"|remaining\s+balance|balance\s+(?:of|owing|remaining)|(?:still|remains?)\s+(?:owing|outstanding|due))\b")
 #: Discharged in the same breath ("paid out in 2020; it was discharged that month").
 _DISCHARGED_TOO = re.compile(r"(?<!never )(?<!not )(?<!been )(?<!n't )\bd[il]scharged\b")
-#: A payout at this closing ("paid out on closing", "this morning", "from our trust account"): its discharge follows as usual.
-_AT_CLOSING = re.compile(r"[^.;]{0,40}?\b(?:(?:on|at)\s+(?:the\s+)?closing|from\s+the\s+(?:sale\s+)?proceeds(?!\s+of\s+(?:his|her|their|a|an|another)\b)"
+#: A payout at this closing, said right after the repayment ("paid out this morning", "from our trust account"; "on closing"
+#: anywhere in its sentence is :data:`_CLOSING_NOW`): its discharge follows as usual.
+_AT_CLOSING = re.compile(r"[^.;]{0,40}?\b(?:from\s+the\s+(?:sale\s+)?proceeds(?!\s+of\s+(?:his|her|their|a|an|another)\b)"
                          r"|from\s+(?:our|the|my|their)\s+trust\s+account|this\s+morning|today|yesterday)\b")
 #: A repayment still to come, or only believed: "will be paid off", "to be repaid", "once it has been repaid", "thought".
 _TO_COME = re.compile(r"\b(?:will|shall|would|to\s+be|expects?|expected|intends?|plans?|going\s+to|once|until|upon|as\s+soon\s+as|thought)\b[^,;:.\n]*$")
-_THE_MORTGAGE = re.compile(r"\b(?:mortgage|mortgagee|charge)\b|\b\d{3} ?\d{3} ?\d{3}\b")
+#: The mortgage named, by its word or its registration number; the loan, also by a word that stands for it.
+_THE_MORTGAGE = re.compile(r"\b(?:mortgage|mortgagee|charge)\b|" + _REGISTRATION.pattern)
+_THE_LOAN = re.compile(_THE_MORTGAGE.pattern + r"|\b(?:loan|it|line\s+of\s+credit|facility|account)\b")
 #: The sentence after the repayment speaks of the same loan ("...retired years ago; the title still lists it").
 _IT = re.compile(r"\b(?:it|(?:this|that|the\s+said)\s+mortgage)\b")
 #: The repayment's sentence is this closing's ("Further to closing on June 3, the mortgage has been paid out").
