@@ -103,7 +103,9 @@ class RetrievalConfig(_Strict):
         description="After opening an embedded store, ask the kernel in the background to read its index files (the "
         "qdrant-edge segments, the risk findings, the BM25 indexes) into the OS page cache: qdrant-edge drops them from "
         "the cache when a store closes, and a first call on a deal would otherwise read its pages from disk one at a "
-        "time. Costs disk reads and page cache (not process memory); off for a process that makes one call and exits.",
+        "time. Costs disk reads and page cache (not process memory); off for a process that makes one call and exits. "
+        "The same thread first hands back the pages of the write-ahead logs that opening read and nothing reads again "
+        "(madvise MADV_PAGEOUT on Linux 5.4+: about 110 MB of RSS at 100k chunks; no byte of the store changes).",
     )
     window_tokens: int = Field(
         200, ge=32, le=254,

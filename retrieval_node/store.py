@@ -290,7 +290,8 @@ class Store:
         if warm and edge_shards:  # first the Mem0 listing's files, then the vectors', then what precompute keeps
             from .precompute import FINDINGS_DB  # the risk module behind it is not needed to open a store
 
-            warmer = PageCacheWarmer([home / "mem0_edge", home / "vectors", home / FINDINGS_DB, home / LEXICAL_DIR]).start()
+            warmer = PageCacheWarmer([home / "mem0_edge", home / "vectors", home / FINDINGS_DB, home / LEXICAL_DIR],
+                                     page_out=[home / "mem0_edge" / "wal", home / "vectors" / "wal"]).start()
             closers.insert(0, warmer)  # stopped before the shards close
         legacy = [str(s._path if hasattr(s, "_path") else s.path) for s in edge_shards if s.count() >= 5_000 and s.needs_compaction()]
         if legacy:

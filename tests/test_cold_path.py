@@ -885,3 +885,115 @@ def test_closing_the_store_stops_the_warming_first(ingested: Path, tmp_path: Pat
     warmer = st.page_cache
     st.close()
     assert warmer is not None and warmer._thread is not None and not warmer._thread.is_alive()
+
+
+# -- the write-ahead logs' pages handed back after open (backends/pagecache.py, page_out_mapped) --------------------
+
+import mmap  # noqa: E402
+
+
+def _mapped_rss(path_prefix: str) -> int:
+    """Resident bytes of this process's maps of files whose path starts with ``path_prefix`` (/proc/self/smaps)."""
+    total, current = 0, False
+    with open("/proc/self/smaps", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            head = line.split(maxsplit=5)
+            if head and "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                current = len(head) == 6 and head[5].strip().startswith(path_prefix)
+            elif current and line.startswith("Rss:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def _page_out_works(tmp_path: Path) -> bool:
+    """Whether this kernel takes MADV_PAGEOUT (Linux 5.4+): a probe on a page of our own."""
+    probe = tmp_path / "probe"
+    probe.mkdir(exist_ok=True)
+    (probe / "p.dat").write_bytes(b"p" * mmap.PAGESIZE)
+    with open(probe / "p.dat", "r+b") as fh, mmap.mmap(fh.fileno(), 0) as mm:
+        mm[0]  # noqa: B018 (touch)
+        return pagecache.page_out_mapped([probe]) > 0
+
+
+needs_pageout = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/maps and madvise are Linux's")
+
+
+@needs_pageout
+def test_paging_out_a_directorys_mapped_files_changes_no_byte_and_leaves_other_files_mapped(tmp_path: Path) -> None:
+    if not _page_out_works(tmp_path):
+        pytest.skip("this kernel refuses MADV_PAGEOUT (before Linux 5.4)")
+    logs, other = tmp_path / "wal", tmp_path / "segments"
+    logs.mkdir()
+    other.mkdir()
+    size = 64 * mmap.PAGESIZE
+    for d in (logs, other):
+        (d / "a.dat").write_bytes(bytes(size))
+    shared_f, other_f = open(logs / "a.dat", "r+b"), open(other / "a.dat", "r+b")
+    private_f = open(logs / "a.dat", "rb")
+    try:
+        shared = mmap.mmap(shared_f.fileno(), 0)  # MAP_SHARED, as qdrant maps its log segments
+        private = mmap.mmap(private_f.fileno(), 0, access=mmap.ACCESS_COPY)  # MAP_PRIVATE: its writes live only here
+        kept = mmap.mmap(other_f.fileno(), 0)
+        written = bytes((i * 7) % 251 for i in range(size))
+        shared[:] = written
+        shared.flush()  # clean pages: these the kernel can drop
+        private[:] = b"\x01" * size  # a private copy nothing else holds
+        kept[:] = written
+        shared[: mmap.PAGESIZE] = b"\x02" * mmap.PAGESIZE  # one dirty shared page, not written back yet
+        before_logs, before_other = _mapped_rss(str(logs)), _mapped_rss(str(other))
+        assert before_logs >= 2 * size - mmap.PAGESIZE and before_other >= size - mmap.PAGESIZE
+
+        advised = pagecache.page_out_mapped([logs])
+
+        assert advised == 2 * size  # both maps of the log file, nothing of the other directory
+        assert _mapped_rss(str(logs)) <= before_logs - (size - mmap.PAGESIZE)  # the clean shared pages went (the private copy may stay)
+        assert _mapped_rss(str(other)) >= size - mmap.PAGESIZE  # another directory's maps are untouched
+        # nothing a mapping holds changed: the dirty page, the written-back pages, the private copy
+        assert shared[: mmap.PAGESIZE] == b"\x02" * mmap.PAGESIZE and shared[mmap.PAGESIZE:] == written[mmap.PAGESIZE:]
+        assert private[:] == b"\x01" * size
+        shared.flush()
+        for m in (shared, private, kept):
+            m.close()
+    finally:
+        for f in (shared_f, other_f, private_f):
+            f.close()
+    assert (logs / "a.dat").read_bytes() == b"\x02" * mmap.PAGESIZE + written[mmap.PAGESIZE:]  # and on disk
+    assert pagecache.page_out_mapped([tmp_path / "nothing-mapped-here"]) == 0
+
+
+def test_the_maps_listed_are_those_under_the_directories_given_whatever_the_path_holds(tmp_path: Path) -> None:
+    wal = tmp_path / "store" / "vectors" / "wal"
+    maps = "\n".join([
+        f"7f00a0000000-7f00a2000000 rw-s 00000000 fe:00 11 {wal}/open-3",
+        f"7f00a2000000-7f00a4000000 rw-s 00000000 fe:00 12 {wal}/closed-2 (deleted)",
+        f"7f00a4000000-7f00a6000000 rw-s 00000000 fe:00 13 {wal}-old/open-1",  # a sibling whose name starts alike
+        f"7f00a6000000-7f00a8000000 rw-s 00000000 fe:00 14 {tmp_path}/store/vectors/segments/x/matrix.dat",
+        "7f00a8000000-7f00a8021000 rw-p 00000000 00:00 0 ",
+        "7f00a9000000-7f00a9001000 r--p 00000000 fe:00 15 /usr/lib/with a space/lib.so",
+        "not a maps line",
+    ])
+    listed = pagecache.mapped_ranges([wal], maps)
+    assert [(hex(a), p.rsplit("/", 1)[1]) for a, _, p in listed] == [("0x7f00a0000000", "open-3"), ("0x7f00a2000000", "closed-2 (deleted)")]
+    assert all(b - a == 32 << 20 for a, b, _ in listed)
+    assert pagecache.mapped_ranges([], maps) == []
+
+
+@needs_pageout
+@pytest.mark.skipif(not pagecache.SUPPORTED, reason="posix_fadvise is not available on this platform")
+def test_an_opened_store_hands_back_its_write_ahead_logs_pages_and_keeps_every_record(ingested: Path, tmp_path: Path, node_config) -> None:
+    if not _page_out_works(tmp_path):
+        pytest.skip("this kernel refuses MADV_PAGEOUT (before Linux 5.4)")
+    home = tmp_path / "store"
+    shutil.copytree(ingested, home)
+    with Store.open(home, config=node_config, warm_page_cache=False) as st:  # the logs as opening leaves them
+        counts = (st.chunks.count(), len(st.registry.deal_records("2026-ACME-0042")))
+        logs_resident = _mapped_rss(str(home / "vectors" / "wal")) + _mapped_rss(str(home / "mem0_edge" / "wal"))
+    assert logs_resident > 0  # opening read them
+    with Store.open(home, config=node_config) as st:
+        assert st.page_cache is not None and st.page_cache.wait(60)
+        assert st.page_cache.paged_out_bytes > 0
+        after = _mapped_rss(str(home / "vectors" / "wal")) + _mapped_rss(str(home / "mem0_edge" / "wal"))
+        assert after < logs_resident
+        assert (st.chunks.count(), len(st.registry.deal_records("2026-ACME-0042"))) == counts
+    with Store.open(home, config=node_config) as st:  # and the next open reads the same store
+        assert (st.chunks.count(), len(st.registry.deal_records("2026-ACME-0042"))) == counts
