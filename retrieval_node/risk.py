@@ -572,7 +572,12 @@ _NUMBER_LABELS = ("reg", "reg.", "regn", "registration", "doc", "doc.", "documen
 #: builders' liens", "No | Builders' lien", "no longer shows").
 _NEGATION_ABOVE = re.compile(r"\b(?:" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"(?<!/)" + _NO + r"(?!\s*[|#/])(?! {2,}\S)"
                              + _OTHER_NEGATIONS)
-_CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]")
+#: Where a negation before a term stops reaching it: a contrast ("but", "except"), a semicolon or colon, or "and" before a
+#: definite subject ("was not paid within 30 days and, as the Act permits, the amount has been added to the tax roll"; "no
+#: caveat and the lien remains"): what follows is a thing said to exist, not one more thing denied ("no liens or caveats"
+#: and "no liens and no caveats" are still denied, the second by its own "no").
+_CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]"
+                           r"|\band(?:\s+|,[^,;.]{1,80},\s*)(?=(?:the|this|that|these|those|its|their|our|your|his|her)\b)")
 
 
 def _negated(text: str, start: int, window: int) -> str | None:

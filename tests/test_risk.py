@@ -1704,3 +1704,28 @@ def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
     assert "$5.0m" in normalise_ocr("cost $4.2M - $5.0M") and "t0k 1a0" not in normalise_ocr("Red Deer T0K 1A0")
     assert "1a0" in normalise_ocr("Red Deer T0K 1A0")
     assert row_value(normalise_ocr("ARREARS ....... $     O.OO"), len("arrears")) == "zero"
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    # a negation in the clause before "and" + a definite subject does not reach the term in the clause after it
+    ("The town's clean-up invoice was not settled within 30 days and, as the bylaw allows, the amount of $2,140.00 was "
+     "added to the tax roll for this lot.", "tax", True),
+    # wrapped where a printed letter wraps, the aside across the break
+    ("Our client has not been served with anything and, according to the\nsearch we ran this morning, the builders' lien "
+     "of Apex Framing Ltd. (reg. 251 009 774, $38,400) remains registered.", "title", True),
+    ("The vendor did not disclose it and the caveat filed by Ridgeback Holdings (reg. 241 118 907) is still on title.",
+     "title", True),
+    ("There is no agreement in place and their writ of enforcement against the seller (reg. 241 118 907, $18,200) was "
+     "renewed in May.", "title", True),
+    # the limits: a negation still reaches a term it lists, whatever the conjunction
+    ("There are no builders' liens or caveats registered against this title.", "title", False),
+    ("There are no builders' liens and no caveats registered against this title.", "title", False),
+    ("No builders' lien and caveat registrations appear on the search.", "title", False),
+    # "and" inside a parenthetical that does not start a clause
+    ("This notice does not apply to an account enrolled in, and in good standing under, the Tax Instalment Payment Plan.",
+     "tax", False),
+    # a second clause with its own negation
+    ("No special assessment has been proposed and the board does not anticipate any special levy this year.", "condo", False),
+])
+def test_a_negation_stops_at_and_before_a_definite_subject(text, domain, material):
+    assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
