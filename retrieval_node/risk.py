@@ -409,6 +409,58 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in re.split(r"  +", line.strip())]
 
 
+#: A status column's header: a state that clears an instrument or a debt, as a word or a question ("Discharged?",
+#: "Withdrawn (Y/N)", "Paid in full?").
+_STATUS_HEADER = re.compile(_ocr_tolerant(
+    r"(?:discharged|withdrawn|paid(?: in full| off| out)?|satisfied|released|removed|cleared|settled|lapsed|expired"
+    r"|cancell?ed|vacated|discharge registered)\s*(?:\?|\((?:y/n|yes/no)\)|\?\s*\((?:y/n|yes/no)\))?"))
+_STATUS_ANSWER = {"no": "no", "n": "no", "not yet": "no", "yes": "yes", "y": "yes"}
+
+
+def _cell_spans(line: str) -> list[tuple[int, int, str]]:
+    """``(start, end, text)`` of a table line's cells: between pipes, else between gaps of two spaces or more."""
+    sep = r"\|" if "|" in line else r"  +"
+    out, pos = [], 0
+    for m in [*re.finditer(sep, line), None]:
+        end = m.start() if m is not None else len(line)
+        cell = line[pos:end]
+        if cell.strip():
+            lead = len(cell) - len(cell.lstrip())
+            out.append((pos + lead, pos + lead + len(cell.strip()), cell.strip()))
+        if m is not None:
+            pos = m.end()
+    return out
+
+
+def status_cell(text: str, start: int) -> str | None:
+    """For a term in a table row under a status column ("Instrument | ... | Discharged?"), what the row answers in that
+    column: ``"no"`` (the status does not hold: the instrument stands), ``"yes"``, or None (no such column, or another
+    answer). The header is the nearest line above, within the table (no blank line between), whose cell is a status."""
+    lo, hi = _line_bounds(text, start)
+    row = _cell_spans(text[lo:hi])
+    if len(row) < 2:
+        return None
+    above = text[:lo].rstrip("\n").split("\n") if lo else []
+    for line in reversed(above[-8:]):
+        if not line.strip():
+            return None
+        head = _cell_spans(line)
+        cols = [i for i, (_, _, c) in enumerate(head) if _STATUS_HEADER.fullmatch(c)]
+        if cols:
+            break
+    else:
+        return None
+    a, b, _ = head[cols[0]]
+    if len(row) == len(head):
+        cell = row[cols[0]][2]
+    else:  # cells split unlike the header's: the row's cell under the header's
+        under = [c for x, y, c in row if x < b + 2 and y > a - 2]
+        if len(under) != 1:
+            return None
+        cell = under[0]
+    return _STATUS_ANSWER.get(cell.strip(" .*").lower())
+
+
 def column_value(text: str, start: int) -> str | None:
     """For a term that heads a column of a table (a pipe row or a row of column gaps without amounts),
     the verdict over that column's cells in the rows below, up to a blank line."""
@@ -583,13 +635,31 @@ _CLAUSE_BREAK = re.compile(r"\b(?:but|however|except|save|other than)\b|[;:]"
 def _negated(text: str, start: int, window: int) -> str | None:
     lo, _ = _sentence_bounds(text, start)
     lo = max(lo, start - 2 * window)
-    before = text[lo:start]
-    breaks = list(_CLAUSE_BREAK.finditer(before))
+    breaks = list(_CLAUSE_BREAK.finditer(text, lo, start))
     if breaks:
-        before = before[breaks[-1].end():]
-    own_line = before.rfind("\n") + 1
-    negations = [*_NEGATION_ABOVE.finditer(before, 0, own_line), *_NEGATION.finditer(before, own_line)]
+        lo = breaks[-1].end()
+    own_line = text.rfind("\n", lo, start) + 1 or lo
+    # the lines above are read in the whole text: a checklist's "seller: no hits" keeps its colon, which ends a clause
+    above = [n for n in _NEGATION_ABOVE.finditer(text, lo, own_line) if not _answers_its_line(text, n.start())]
+    negations = [*above, *_NEGATION.finditer(text, own_line, start)]
     return negations[-1].group(0) if negations else None
+
+
+#: The end of a form line's label or question, right before its value ("Seller: no hits", "Arrears?   No", "Liens .... NIL").
+_LABEL_END = re.compile(r"(?:[?:]|\.{3,})[\s.]*$")
+#: A line that carries on the one above it ("no liens\nor caveats on title").
+_CONTINUES = re.compile(r"\s*(?:or|and|nor|,)\b")
+
+
+def _answers_its_line(text: str, at: int) -> bool:
+    """Whether the negation at ``at`` is its line's own value: the first word after a label's colon or a question's mark
+    ("Writ search - seller: no hits", "Contributions in arrears?   No"), with no continuation of it on the next line. The
+    items of a checklist or a form do not deny the ones below them."""
+    line_start = text.rfind("\n", 0, at) + 1
+    if _LABEL_END.search(text, line_start, at) is None:
+        return False
+    next_line = text.find("\n", at) + 1
+    return not _CONTINUES.match(text, next_line) if next_line else True
 
 
 _STATUS_NEGATED = re.compile(r"^[^.;\n]{0,40}:[^.;:\n]{0,30}?\b(not|nil|none|no)\b(?!\.)")
@@ -660,8 +730,9 @@ def _conditional(text: str, pos: int) -> bool:
 
 
 def _asked(text: str, end: int) -> bool:
-    """Whether the words ending at ``end`` are asked ("discharged?", "withdrawn ?"): a question is not its answer."""
-    return text[end:end + 2].lstrip(" ").startswith("?")
+    """Whether the words ending at ``end`` are asked ("discharged?", "withdrawn ?"): a question is not its answer, unless
+    the line answers it yes ("Discharged?  YES")."""
+    return text[end:end + 2].lstrip(" ").startswith("?") and _ANSWERED_YES.match(text, end + text[end:end + 2].index("?")) is None
 
 
 def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool:
@@ -671,6 +742,8 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool
     for m in term_pattern(cue).finditer(span):
         if _asked(span, m.end()):
             continue  # a question, or a column headed by one ("Discharged?"), is not its answer
+        if "\n" in m.group(0) and _answers_its_line(span, m.start()):
+            continue  # "arrears?  no\nspecial levy approved?": one line's answer, then the next line's item
         before = span[max(0, m.start() - 24):m.start()].rstrip()
         if _PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(lead + span, len(lead) + m.start()):
             continue
@@ -1289,6 +1362,16 @@ def _table_below(text: str, end: int, max_lines: int = 10) -> str:
     return "\n".join(rows)
 
 
+#: A form's question line with its answer ("Litigation pending?   YES - ...", "Any amounts owing by the unit?  No"): a
+#: row of its own, like a "label: value" line.
+_FORM_QUESTION = re.compile(r"\s*[^.:?\n]{1,60}\?")
+#: The question of the term's form line answered yes: the form states it as a fact.
+_ANSWERED_YES = re.compile(r"\?\s*(?:yes|y)\b(?!\s*/)")
+#: The rest of a question the term is in, answered no ("arrears?  n", "liens registered against this unit?  no"); a
+#: question about a status ("lien discharged?  no") is not one about the term (:data:`_STATUS_HEADER`).
+_QUESTION_NO = re.compile(r"([^?\n]{0,60})\?\s*(?:no|n)\b(?!\s*/)")
+
+
 def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
                    context: Sequence[str] = (), unless: Sequence[str] = ()) -> tuple[float, str]:
     """How much one mention says about this deal, from the sentence (and, for a table row, the line) around it.
@@ -1312,7 +1395,8 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     # the wording that can make the mention generic: its sentence, but a form's row ("Arrears (2023 and prior): $3,905.12")
     # is a clause of its own: "amounts paid after the date of issue may not be reflected" at the foot of the form does
     # not make its rows hypothetical
-    form_row = row and (_FORM_ROW.search(line) is not None or re.match(r"\s*[^.:\n]{1,40}:", line) is not None)
+    form_row = row and (_FORM_ROW.search(line) is not None or re.match(r"\s*[^.:\n]{1,40}:", line) is not None
+                        or _FORM_QUESTION.match(line) is not None)
     sentence = line if form_row and lhi - llo < hi - lo else text[lo:hi]
     if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
             term_pattern(u).search(s) for u in unless for s in spans):
@@ -1343,7 +1427,7 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     if any(_states_figure(s) for s in spans) or row_value(text, end) == "positive" or (
             len(spans) > 1 and re.search(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?", line)):  # a table row's figure needs no "$"
         return FACTOR_CONCRETE, "concrete"
-    if clause_polarity(text, start, end) == "decided":
+    if clause_polarity(text, start, end) == "decided" or (form_row and _ANSWERED_YES.search(line, start - llo) is not None):
         return FACTOR_CONCRETE, "concrete"
     return FACTOR_PLAIN, "plain"
 
@@ -1778,14 +1862,25 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     # a loan said to be repaid while the title still carries it: its repayment ("paid in full", "closed") clears the debt,
     # not the registration, and a negation near it is about the discharge
     undischarged = t.stale_after_years is not None and repaid_undischarged(low, m.start())
-    cue = _benign_cue(low, m.start(), m.end(), lexicon.benign_cues, window)
+    status = status_cell(low, m.start())
+    asked = _QUESTION_NO.match(low, m.end())
+    if asked is not None and _STATUS_HEADER.search(asked.group(1)) is not None:
+        status = "no"  # "lien discharged?  no": a status asked on the term's own line and answered
+    # a row answering "no" under a status column ("Discharged?  NO"): the header's word is the question, not a cue, and
+    # the row's "no" is the answer, not a nil amount; what else the row itself says is read as usual
+    lo_row, hi_row = _line_bounds(low, m.start()) if status == "no" else (0, len(low))
+    cue = _benign_cue(low[lo_row:hi_row], m.start() - lo_row, m.end() - lo_row, lexicon.benign_cues, window)
+    if cue is None and status == "yes":
+        cue = "status column: yes"
+    if cue is None and asked is not None and status != "no":
+        cue = "answered no"  # "Arrears?  N", "Any liens registered?  No": the form says there is none
     if undischarged and cue is not None and (cue in _REPAYMENT_CUES or (_NEGATION.fullmatch(cue) and _OF_A_DISCHARGE.search(low, *_sentence_bounds(low, m.start())))):
         cue = None  # "paid in full" is the repayment; "not received a discharge", "never discharged" say what is missing
     if cue is None and _FORM_OPTION.search(low, max(0, m.start() - 8), m.start()):
         cue = "form option"
     if cue is None and _ZERO_BEFORE.search(low, max(0, m.start() - 16), m.start()) and not _states_money(low[m.end():_line_bounds(low, m.start())[1]]):
         cue = "nothing owing"
-    if cue is None:
+    if cue is None and status != "no":
         value = row_value(low, m.end())
         if value is None and not heading:
             value = column_value(low, m.start())
@@ -1795,7 +1890,7 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = _benign_subject(low, m.end(), lexicon.benign_subjects, window)
     if cue is None and title:
         cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
-    if cue is None and not heading and not undischarged and clause_polarity(low, m.start(), m.end()) == "closed":
+    if cue is None and not heading and not undischarged and clause_polarity(low[lo_row:hi_row], m.start() - lo_row, m.end() - lo_row) == "closed":
         cue = "closed"
     if cue is None:
         cleared = clearing_instrument(low)

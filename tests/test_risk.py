@@ -1729,3 +1729,67 @@ def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
 ])
 def test_a_negation_stops_at_and_before_a_definite_subject(text, domain, material):
     assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    # a review table with a status column: the row's "NO" answers the header's question; it is not a nil amount, and the
+    # header's "Withdrawn" / "Discharged" is not the row's cue
+    ("Instrument                           Withdrawn?\nCaveat 231 774 020 (Prairie Homes Ltd.)  NO\n"
+     "Mortgage 221 556 001 (Home Trust)    YES", "title", True),
+    ("Registration   Type                 Discharged\n251 009 774    Builders' lien       NO", "title", True),
+    ("Reg. No.     | Instrument                         | Discharged (Y/N)\n241 300 118  | Writ of enforcement (ATB, $18,200) | N",
+     "title", True),
+    # the header a few rows up, the rows between it and this one of other instruments
+    ("Item                         Amount     Paid?\nCondo fees (October)         $412.00    Yes\n"
+     "Condo fees (November)        $412.00    Yes\nSpecial levy, roof (Unit 12)  $4,000.00  No", "condo", True),
+    # the same rows answered "yes": the status holds
+    ("Registration   Type                 Discharged\n251 009 774    Builders' lien       YES", "title", False),
+    ("Item                         Amount     Paid?\nSpecial levy, roof (Unit 12)  $4,000.00  Yes", "condo", False),
+    # a blank line ends the table: a status header above it is not this row's
+    ("Instrument                    Withdrawn?\nCaveat 231 774 020            YES\n\nBuilders' liens     None", "title", False),
+    # no status column: a nil cell is still nil
+    ("Search item          Result\nBuilders' liens      NO\nWrits                NO", "title", False),
+])
+def test_a_status_column_answers_for_its_row(text, domain, material):
+    assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
+
+
+def test_the_cell_under_a_status_header_is_read_by_column_or_by_alignment():
+    from retrieval_node.risk import status_cell
+
+    # the text as the flag reads it (normalise_ocr: lower case)
+    table = "instrument                   amount       discharged?\nbuilders' lien   251 009 774   $38,400  no\n"
+    assert status_cell(table, table.index("builders")) == "no"  # four cells under three: the one under the header
+    by_index = "instrument | amount | discharged?\nbuilders' lien 251 009 774 | $38,400 | yes"
+    assert status_cell(by_index, by_index.index("builders")) == "yes"
+    assert status_cell("builders' lien 251 009 774   no", 0) is None  # no header
+    assert status_cell("discharged?\nbuilders' lien 251 009 774", 12) is None  # a row of one cell is no table row
+    odd = "instrument                   discharged?\nbuilders' lien 251 009 774   pending"
+    assert status_cell(odd, odd.index("builders")) is None  # another answer: no reading
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    # a form of questions and answers: each line is an item; an answer on one line does not deny the next line's item
+    ("STATUS OF UNIT 7\nContributions in arrears?          No\nSpecial levy approved or unpaid?   No\n"
+     "Litigation pending?                YES - action in the Court of King's Bench against the corporation", "condo", True),
+    ("Any amounts owing by the unit?        NO\nLegal actions against the corporation?   YES - civil claim by a roofer, $9,800",
+     "condo", True),
+    ("Contributions in arrears?          No\nSpecial levy approved or unpaid?   No\nLitigation pending?                No",
+     "condo", False),
+    # a checklist: the writ search's "no hits" is its own line's result
+    ("PRE-CLOSING CHECKLIST\n[x] Writ search - seller: no hits\n[x] Payout statement received\n"
+     "    Lien discharged?  NO   (242 140 227 - Prairie Drywall Inc. $7,912.00)", "title", True),
+    # the term asked about and answered no, including the short form
+    ("Tax account summary\nArrears?        N\nPenalties?      N\nBalance: $0.00", "tax", False),
+    ("Builders' liens registered against this unit?   No", "title", False),
+    # a status asked about the term and answered: no leaves it standing, yes clears it
+    ("Builders' lien 242 140 227 (Prairie Drywall, $7,912)   Discharged?  N", "title", True),
+    ("Builders' lien 242 140 227 (Prairie Drywall, $7,912)   Discharged?  YES (by 242 301 118)", "title", False),
+    # a header's choices are not an answer: "Discharged? Y/N" above a row clears nothing
+    ("Instrument                                  Discharged? Y/N\nBuilders' lien 242 140 227 ($7,912)   ", "title", True),
+    # prose wrapped at a line's end: the negation still reaches the next line
+    ("Note: there are no\nbuilders' liens or caveats on the title.", "title", False),
+    ("Search note: no liens\nor caveats are registered against the unit.", "title", False),
+])
+def test_a_form_line_answers_for_itself(text, domain, material):
+    assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
