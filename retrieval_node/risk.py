@@ -414,7 +414,15 @@ def _cells(line: str) -> list[str]:
 _STATUS_HEADER = re.compile(_ocr_tolerant(
     r"(?:discharged|withdrawn|paid(?: in full| off| out)?|satisfied|released|removed|cleared|settled|lapsed|expired"
     r"|cancell?ed|vacated|discharge registered)\s*(?:\?|\((?:y/n|yes/no)\)|\?\s*\((?:y/n|yes/no)\))?"))
-_STATUS_ANSWER = {"no": "no", "n": "no", "not yet": "no", "yes": "yes", "y": "yes"}
+#: A status cell's answer: not done ("no", "pending", "requested", an unticked box) or done ("yes", "received", a tick, the
+#: status word itself with its date or instrument: "paid 2024-02-15", "discharged by 241 332 009").
+_STATUS_NOT_DONE = re.compile(r"(?:no|n|not yet(?: \w+)?|pending|outstanding|requested|open|awaiting(?: \w+)?|o/s|not received"
+                              r"|\[ \](?: [\w ]{0,20})?)")
+_STATUS_DONE = re.compile(r"(?:yes|y|done|received|completed?|\[[x\u2713\u2714]\](?: [\w ]{0,20})?|[\u2713\u2714]"
+                          r"|(?:discharged|withdrawn|paid(?: in full| off| out)?|satisfied|released|removed|cleared)"
+                          r"(?:,? (?:on |by )?[\w/,. -]{0,24})?)")
+#: A header over a column of such answers that names no status of its own ("Status", "Done").
+_STATUS_GENERIC = re.compile(r"(?:status|done|complete|completed)\s*\??")
 
 
 def _cell_spans(line: str) -> list[tuple[int, int, str]]:
@@ -445,7 +453,7 @@ def status_cell(text: str, start: int) -> str | None:
         if not line.strip():
             return None
         head = _cell_spans(line)
-        cols = [i for i, (_, _, c) in enumerate(head) if _STATUS_HEADER.fullmatch(c)]
+        cols = [i for i, (_, _, c) in enumerate(head) if _STATUS_HEADER.fullmatch(c) or _STATUS_GENERIC.fullmatch(c)]
         if cols:
             break
     else:
@@ -458,7 +466,15 @@ def status_cell(text: str, start: int) -> str | None:
         if len(under) != 1:
             return None
         cell = under[0]
-    return _STATUS_ANSWER.get(cell.strip(" .*").lower())
+    return status_answer(cell)
+
+
+def status_answer(cell: str) -> str | None:
+    """``"no"`` for a status cell that says not done, ``"yes"`` for one that says done, else None."""
+    cell = cell.strip(" .*").lower()
+    if _STATUS_NOT_DONE.fullmatch(cell):
+        return "no"
+    return "yes" if _STATUS_DONE.fullmatch(cell) else None
 
 
 def column_value(text: str, start: int) -> str | None:
@@ -1369,7 +1385,7 @@ _FORM_QUESTION = re.compile(r"\s*[^.:?\n]{1,60}\?")
 _ANSWERED_YES = re.compile(r"\?\s*(?:yes|y)\b(?!\s*/)")
 #: The rest of a question the term is in, answered no ("arrears?  n", "liens registered against this unit?  no"); a
 #: question about a status ("lien discharged?  no") is not one about the term (:data:`_STATUS_HEADER`).
-_QUESTION_NO = re.compile(r"([^?\n]{0,60})\?\s*(?:no|n)\b(?!\s*/)")
+_QUESTION_NO = re.compile(r"([^?\n]{0,60})\?\s*(?:no|n|not yet|pending|outstanding|\[ \])(?![\w/])")
 
 
 def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
@@ -1870,6 +1886,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     # the row's "no" is the answer, not a nil amount; what else the row itself says is read as usual
     lo_row, hi_row = _line_bounds(low, m.start()) if status == "no" else (0, len(low))
     cue = _benign_cue(low[lo_row:hi_row], m.start() - lo_row, m.end() - lo_row, lexicon.benign_cues, window)
+    if status == "no" and cue is not None and (_STATUS_HEADER.search(cue) or "discharge" in cue):
+        cue = None  # "discharge of builders' lien 242 166 390 ... requested": the discharge is what the row still waits for
     if cue is None and status == "yes":
         cue = "status column: yes"
     if cue is None and asked is not None and status != "no":
@@ -1892,13 +1910,13 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
     if cue is None and not heading and not undischarged and clause_polarity(low[lo_row:hi_row], m.start() - lo_row, m.end() - lo_row) == "closed":
         cue = "closed"
-    if cue is None:
+    if cue is None and status != "no":  # a row saying its discharge is still awaited is not cleared by the words naming it
         cleared = clearing_instrument(low)
         if cleared is not None and cleared[0] <= m.start() < cleared[1]:
             own = own_registration(low, m.start(), m.end())  # a row of another instrument below the copy's body is not cleared
             if own is None or own in _named_in_body(low, cleared):
                 cue = "discharge instrument"
-    if cue is None and not heading and _REGISTRATION.search(low):
+    if cue is None and not heading and status != "no" and _REGISTRATION.search(low):
         number = own_registration(low, m.start(), m.end())
         if number is not None and number in cleared_registrations(low):
             cue = "discharged by number"

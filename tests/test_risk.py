@@ -1755,7 +1755,7 @@ def test_a_status_column_answers_for_its_row(text, domain, material):
 
 
 def test_the_cell_under_a_status_header_is_read_by_column_or_by_alignment():
-    from retrieval_node.risk import status_cell
+    from retrieval_node.risk import status_answer, status_cell
 
     # the text as the flag reads it (normalise_ocr: lower case)
     table = "instrument                   amount       discharged?\nbuilders' lien   251 009 774   $38,400  no\n"
@@ -1764,8 +1764,13 @@ def test_the_cell_under_a_status_header_is_read_by_column_or_by_alignment():
     assert status_cell(by_index, by_index.index("builders")) == "yes"
     assert status_cell("builders' lien 251 009 774   no", 0) is None  # no header
     assert status_cell("discharged?\nbuilders' lien 251 009 774", 12) is None  # a row of one cell is no table row
-    odd = "instrument                   discharged?\nbuilders' lien 251 009 774   pending"
+    odd = "instrument                   discharged?\nbuilders' lien 251 009 774   see note 3"
     assert status_cell(odd, odd.index("builders")) is None  # another answer: no reading
+    # answers in words: not done, or done (the status itself with its date or instrument)
+    for cell, answer in [("pending", "no"), ("requested", "no"), ("[ ] pending", "no"), ("outstanding", "no"),
+                         ("received", "yes"), ("[x]", "yes"), ("paid 2024-02-15", "yes"), ("discharged by 241 332 009", "yes"),
+                         ("registered", None), ("$4,000.00", None)]:
+        assert status_answer(cell) == answer, cell
 
 
 @pytest.mark.parametrize(("text", "domain", "material"), [
@@ -1792,4 +1797,19 @@ def test_the_cell_under_a_status_header_is_read_by_column_or_by_alignment():
     ("Search note: no liens\nor caveats are registered against the unit.", "title", False),
 ])
 def test_a_form_line_answers_for_itself(text, domain, material):
+    assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    # a tracker's generic "Status" column: the discharge a row names is still awaited, or is in hand
+    ("Requisition                                Sent         Status\nDischarge of builders' lien 242 166 390    2024-04-29   "
+     "Requested\nPayout statement - First National          2024-04-29   Received", "title", True),
+    ("Req  Item                                      Status\n1    Discharge of caveat 231 774 020           Outstanding", "title", True),
+    ("Req  Item                                      Status\n1    Discharge of caveat 231 774 020           Received", "title", False),
+    # a paid date under "Paid?": the status with its date is a yes
+    ("Description         Amount      Paid?\n2023 arrears        $2,118.70   Paid 2024-02-15\n"
+     "Penalty (Jan 2024)  $148.31     Paid 2024-02-15", "tax", False),
+    ("Description         Amount      Paid?\n2023 arrears        $2,118.70   Pending", "tax", True),
+])
+def test_a_status_in_words_answers_like_yes_or_no(text, domain, material):
     assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
