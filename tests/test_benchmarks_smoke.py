@@ -136,7 +136,7 @@ def test_a_lookalike_naming_the_material_excerpts_registration_stays_out_of_its_
 
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
-    for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f", "set_g", "set_h"):  # every set read, its excerpts counted as material or benign
+    for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f", "set_g", "set_h", "set_i", "set_j", "set_k"):  # every set read, its excerpts counted as material or benign
         total = data["results"][name]["all"]
         assert total["material"] + total["benign"] == 10
         assert 0 <= total["found"] <= total["material"] and 0 <= total["false_alarms"] <= total["benign"]
