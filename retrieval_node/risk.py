@@ -448,7 +448,7 @@ def status_cell(text: str, start: int) -> str | None:
     row = _cell_spans(text[lo:hi])
     if len(row) < 2:
         return None
-    above = text[:lo].rstrip("\n").split("\n") if lo else []
+    above = text[:lo - 1].rsplit("\n", 8) if lo else []  # the lines above, a blank one kept: it ends the table
     for line in reversed(above[-8:]):
         if not line.strip():
             return None
@@ -1885,7 +1885,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     # a row answering "no" under a status column ("Discharged?  NO"): the header's word is the question, not a cue, and
     # the row's "no" is the answer, not a nil amount; what else the row itself says is read as usual
     lo_row, hi_row = _line_bounds(low, m.start()) if status == "no" else (0, len(low))
-    cue = _benign_cue(low[lo_row:hi_row], m.start() - lo_row, m.end() - lo_row, lexicon.benign_cues, window)
+    read = low[lo_row:hi_row] if status == "no" else low  # the row alone, or the whole text
+    cue = _benign_cue(read, m.start() - lo_row, m.end() - lo_row, lexicon.benign_cues, window)
     if status == "no" and cue is not None and (_STATUS_HEADER.search(cue) or "discharge" in cue):
         cue = None  # "discharge of builders' lien 242 166 390 ... requested": the discharge is what the row still waits for
     if cue is None and status == "yes":
@@ -1908,7 +1909,7 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = _benign_subject(low, m.end(), lexicon.benign_subjects, window)
     if cue is None and title:
         cue = _introduced_subject(_instrument_window(low, m.end(), 8 * window), lexicon.benign_subjects)
-    if cue is None and not heading and not undischarged and clause_polarity(low[lo_row:hi_row], m.start() - lo_row, m.end() - lo_row) == "closed":
+    if cue is None and not heading and not undischarged and clause_polarity(read, m.start() - lo_row, m.end() - lo_row) == "closed":
         cue = "closed"
     if cue is None and status != "no":  # a row saying its discharge is still awaited is not cleared by the words naming it
         cleared = clearing_instrument(low)

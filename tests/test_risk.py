@@ -1763,6 +1763,8 @@ def test_the_cell_under_a_status_header_is_read_by_column_or_by_alignment():
     by_index = "instrument | amount | discharged?\nbuilders' lien 251 009 774 | $38,400 | yes"
     assert status_cell(by_index, by_index.index("builders")) == "yes"
     assert status_cell("builders' lien 251 009 774   no", 0) is None  # no header
+    after_blank = "instrument            withdrawn?\ncaveat 231 774 020    yes\n\nwrits                 no"
+    assert status_cell(after_blank, after_blank.index("writs")) is None  # a blank line right above: another table
     assert status_cell("discharged?\nbuilders' lien 251 009 774", 12) is None  # a row of one cell is no table row
     odd = "instrument                   discharged?\nbuilders' lien 251 009 774   see note 3"
     assert status_cell(odd, odd.index("builders")) is None  # another answer: no reading
