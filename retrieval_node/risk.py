@@ -1220,15 +1220,16 @@ def negative_reserve_balance(text: str) -> float | None:
 
 #: An amount each owner pays, read from the clause around it: "$14,500 per unit", "unit share ... $15,984.80",
 #: "from owners by unit factor", "$22,000 per door, payable in two instalments".
-_PER_OWNER = re.compile(
+#: Both read through OCR's letter confusions (:func:`_ocr_tolerant`: "recovcr", "by unit fact0r").
+_PER_OWNER = re.compile(_ocr_tolerant(
     r"\bper (?:unit|door|suite|owner|home|lot|titled unit)\b(?! per\b| ?/ ?(?:month|year))(?!,? (?:per|a|each) (?:month|year))"
     r"|\bunit(?:'s)? share\b|\bby unit factor\b|\bin proportion to (?:the |their |its )?unit factors?\b|\bfrom (?:the |all |each )?owners\b"
     r"|\bcharged to (?:the |all |each )?owners\b"
-)
-_LEVY_ACT = re.compile(
+))
+_LEVY_ACT = re.compile(_ocr_tolerant(
     r"\b(?:assessment|assessed|levy|levied|recover(?:ed|y)?|instal+ments?|funding proposal|special contribution|capital contribution"
     r"|one-time (?:contribution|amount|payment|charge)|owner-funded)\b"
-)
+))
 _NOT_A_LEVY = re.compile(r"\bfines?\b|\bmonthly\b|\bper month\b|/month\b|\bfee increase\b")
 
 

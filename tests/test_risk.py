@@ -1815,3 +1815,14 @@ def test_a_form_line_answers_for_itself(text, domain, material):
 ])
 def test_a_status_in_words_answers_like_yes_or_no(text, domain, material):
     assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize("text", [
+    # an owners' recovery read through OCR's letter confusions in the detector's own words
+    "Subsequent events. In November the Board resolved to recovcr the cost of the first phase of the envelope repairs, "
+    "$2,480,000 with contingency, from owners by unit factor in 2026.",
+    "The board resolved to rec0ver the balcony work, $640,000, fr0m owners by unit fact0r over two instalments.",
+    "SPECIAL ASSESSMENT: $9,800 per unlt, payable in two instaIments (March and June).",
+])
+def test_an_owners_charge_is_read_through_ocr_damage_in_its_words(text):
+    assert risk_signal(text, LEX, ["condo"]).material, risk_signal(text, LEX, ["condo"])
