@@ -404,40 +404,47 @@ def row_value(text: str, end: int) -> str | None:
 
 
 def _cells(line: str) -> list[str]:
+    return [c for _, _, c in _cell_spans(line)]
+
+
+def _cell_spans(line: str) -> list[tuple[int, int, str]]:
+    """``(start, end, text)`` of a table line's cells: between pipes (an empty cell kept, the pipes at either end not
+    making one), else between gaps of two spaces or more."""
+    lo, hi = len(line) - len(line.lstrip()), len(line.rstrip())
     if "|" in line:
-        return [c.strip() for c in line.strip().strip("|").split("|")]
-    return [c.strip() for c in re.split(r"  +", line.strip())]
+        while lo < hi and line[lo] == "|":
+            lo += 1
+        while hi > lo and line[hi - 1] == "|":
+            hi -= 1
+    out = []
+    for m in (_PIPE_CELL if "|" in line else _GAP_CELL).finditer(line, lo, hi):
+        if m.start() > lo and m.start() == m.end() and line[m.start() - 1] != "|":
+            continue  # the empty match finditer gives after a cell's text, not a cell
+        cell = m.group().strip()
+        start = m.start() + (len(m.group()) - len(m.group().lstrip()))
+        out.append((start, start + len(cell), cell))
+    return out or [(lo, lo, "")]
+
+
+#: A cell's text: up to the next pipe, or up to the next gap of two spaces or more.
+_PIPE_CELL = re.compile(r"[^|]*")
+_GAP_CELL = re.compile(r"[^ ](?:[^ ]| (?=[^ ]))*")
 
 
 #: A status column's header: a state that clears an instrument or a debt, as a word or a question ("Discharged?",
 #: "Withdrawn (Y/N)", "Paid in full?").
-_STATUS_HEADER = re.compile(_ocr_tolerant(
-    r"(?:discharged|withdrawn|paid(?: in full| off| out)?|satisfied|released|removed|cleared|settled|lapsed|expired"
-    r"|cancell?ed|vacated|discharge registered)\s*(?:\?|\((?:y/n|yes/no)\)|\?\s*\((?:y/n|yes/no)\))?"))
+_STATUS_WORDS = _ocr_tolerant(r"(?:discharged|withdrawn|paid(?: in full| off| out)?|satisfied|released|removed|cleared|settled"
+                              r"|lapsed|expired|cancell?ed|vacated)")
+_STATUS_HEADER = re.compile(r"(?:" + _STATUS_WORDS + _ocr_tolerant(r"|discharge registered)")
+                            + r"\s*(?:\?|\((?:y/n|yes/no)\)|\?\s*\((?:y/n|yes/no)\))?")
 #: A status cell's answer: not done ("no", "pending", "requested", an unticked box) or done ("yes", "received", a tick, the
 #: status word itself with its date or instrument: "paid 2024-02-15", "discharged by 241 332 009").
 _STATUS_NOT_DONE = re.compile(r"(?:no|n|not yet(?: \w+)?|pending|outstanding|requested|open|awaiting(?: \w+)?|o/s|not received"
                               r"|\[ \](?: [\w ]{0,20})?)")
 _STATUS_DONE = re.compile(r"(?:yes|y|done|received|completed?|\[[x\u2713\u2714]\](?: [\w ]{0,20})?|[\u2713\u2714]"
-                          r"|(?:discharged|withdrawn|paid(?: in full| off| out)?|satisfied|released|removed|cleared)"
-                          r"(?:,? (?:on |by )?[\w/,. -]{0,24})?)")
+                          r"|" + _STATUS_WORDS + r"(?:,? (?:on |by )?[\w/,. -]{0,24})?)")
 #: A header over a column of such answers that names no status of its own ("Status", "Done").
 _STATUS_GENERIC = re.compile(r"(?:status|done|complete|completed)\s*\??")
-
-
-def _cell_spans(line: str) -> list[tuple[int, int, str]]:
-    """``(start, end, text)`` of a table line's cells: between pipes, else between gaps of two spaces or more."""
-    sep = r"\|" if "|" in line else r"  +"
-    out, pos = [], 0
-    for m in [*re.finditer(sep, line), None]:
-        end = m.start() if m is not None else len(line)
-        cell = line[pos:end]
-        if cell.strip():
-            lead = len(cell) - len(cell.lstrip())
-            out.append((pos + lead, pos + lead + len(cell.strip()), cell.strip()))
-        if m is not None:
-            pos = m.end()
-    return out
 
 
 def status_cell(text: str, start: int) -> str | None:
@@ -748,7 +755,8 @@ def _conditional(text: str, pos: int) -> bool:
 def _asked(text: str, end: int) -> bool:
     """Whether the words ending at ``end`` are asked ("discharged?", "withdrawn ?"): a question is not its answer, unless
     the line answers it yes ("Discharged?  YES")."""
-    return text[end:end + 2].lstrip(" ").startswith("?") and _ANSWERED_YES.match(text, end + text[end:end + 2].index("?")) is None
+    mark = text.find("?", end, end + 2)
+    return mark != -1 and not text[end:mark].strip(" ") and _ANSWERED_YES.match(text, mark) is None
 
 
 def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool:
@@ -1386,7 +1394,9 @@ _FORM_QUESTION = re.compile(r"\s*[^.:?\n]{1,60}\?")
 _ANSWERED_YES = re.compile(r"\?\s*(?:yes|y)\b(?!\s*/)")
 #: The rest of a question the term is in, answered no ("arrears?  n", "liens registered against this unit?  no"); a
 #: question about a status ("lien discharged?  no") is not one about the term (:data:`_STATUS_HEADER`).
-_QUESTION_NO = re.compile(r"([^?\n]{0,60})\?\s*(?:no|n|not yet|pending|outstanding|\[ \])(?![\w/])")
+_QUESTION_NO = re.compile(r"([^?\n]{0,60})\?\s*(?:no|n)(?![\w/])")
+#: ... and a status asked on the term's line answered not done ("lien discharged?  [ ] pending"): see :data:`_STATUS_NOT_DONE`.
+_STATUS_ASKED_NOT_DONE = re.compile(r"([^?\n]{0,60})\?\s*(?:" + _STATUS_NOT_DONE.pattern + r")(?![\w/])")
 
 
 def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
@@ -1880,19 +1890,21 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     # not the registration, and a negation near it is about the discharge
     undischarged = t.stale_after_years is not None and repaid_undischarged(low, m.start())
     status = status_cell(low, m.start())
-    asked = _QUESTION_NO.match(low, m.end())
+    asked = _STATUS_ASKED_NOT_DONE.match(low, m.end())
     if asked is not None and _STATUS_HEADER.search(asked.group(1)) is not None:
         status = "no"  # "lien discharged?  no": a status asked on the term's own line and answered
     # a row answering "no" under a status column ("Discharged?  NO"): the header's word is the question, not a cue, and
     # the row's "no" is the answer, not a nil amount; what else the row itself says is read as usual
-    lo_row, hi_row = _line_bounds(low, m.start()) if status == "no" else (0, len(low))
-    read = low[lo_row:hi_row] if status == "no" else low  # the row alone, or the whole text
+    lo_row, read = 0, low
+    if status == "no":
+        lo_row, hi_row = _line_bounds(low, m.start())
+        read = low[lo_row:hi_row]
     cue = _benign_cue(read, m.start() - lo_row, m.end() - lo_row, lexicon.benign_cues, window)
     if status == "no" and cue is not None and (_STATUS_HEADER.search(cue) or "discharge" in cue):
         cue = None  # "discharge of builders' lien 242 166 390 ... requested": the discharge is what the row still waits for
     if cue is None and status == "yes":
         cue = "status column: yes"
-    if cue is None and asked is not None and status != "no":
+    if cue is None and status != "no" and _QUESTION_NO.match(low, m.end()) is not None:
         cue = "answered no"  # "Arrears?  N", "Any liens registered?  No": the form says there is none
     if undischarged and cue is not None and (cue in _REPAYMENT_CUES or (_NEGATION.fullmatch(cue) and _OF_A_DISCHARGE.search(low, *_sentence_bounds(low, m.start())))):
         cue = None  # "paid in full" is the repayment; "not received a discharge", "never discharged" say what is missing

@@ -1789,6 +1789,9 @@ def test_the_cell_under_a_status_header_is_read_by_column_or_by_alignment():
     # the term asked about and answered no, including the short form
     ("Tax account summary\nArrears?        N\nPenalties?      N\nBalance: $0.00", "tax", False),
     ("Builders' liens registered against this unit?   No", "title", False),
+    # ... but answered "outstanding" or "pending", the item is there: only a status asked ("discharged?") is not done
+    ("Tax arrears on this roll?    Outstanding ($2,310.40 incl. penalties)", "tax", True),
+    ("Legal actions against the corporation?   Pending - civil claim by a roofer, $9,800", "condo", True),
     # a status asked about the term and answered: no leaves it standing, yes clears it
     ("Builders' lien 242 140 227 (Prairie Drywall, $7,912)   Discharged?  N", "title", True),
     ("Builders' lien 242 140 227 (Prairie Drywall, $7,912)   Discharged?  YES (by 242 301 118)", "title", False),
