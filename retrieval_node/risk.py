@@ -1862,6 +1862,68 @@ def remedy_price(text: str) -> float:
     return best
 
 
+#: Kinds of debt on an account whose whole balance the text may state: a tax roll's arrears and penalties.
+_ACCOUNT_DEBTS = frozenset({"tax_arrears"})
+#: A row whose label is the account's whole balance: "Balance: $0.00", "Current balance .... NIL", "Balance owing on roll at
+#: 2025-10-02: $0.00", "Total outstanding  $0.00", "Amount owing: nil". A balance of one levy or one year ("2025 levy
+#: balance", "Balance of the 2024 levy") is not the account's; a qualified row ("Balance (not yet due) ... $3,918.40") is read
+#: by its figure.
+_ACCOUNT_BALANCE_ROW = re.compile(
+    r"^[ \t]*(?:(?:(?:current|total|account|closing|remaining|new) )?balance(?: (?:owing|outstanding|due|payable|owed))?"
+    r"(?: on (?:the )?(?:tax )?(?:roll|account))?(?: (?:at|as at|as of) [a-z0-9 ,./-]{4,24}?)?"
+    r"|total(?: amount)? (?:owing|outstanding|due|payable)|amount (?:owing|outstanding|due))(?= ?[:(.$]|  |$)", re.M)
+#: A sentence that states it: "the account balance is now nil", "the roll's balance is $0.00".
+_ACCOUNT_BALANCE_PROSE = re.compile(r"\b(?:tax )?(?:account|roll)(?:'s)? balance (?:is|was|stands at|is now|now stands at)(?: now)?"
+                                    r" ((?:\$ ?)?[\d,.]+|nil|zero)")
+#: A debt settled in full, in the past: "paid in full", "payment in full", "reversed", "cancelled", "written off",
+#: "redeemed", "removed from the arrears list" (read only where no future, negation or condition governs it).
+_SETTLED_IN_FULL = re.compile(_ocr_tolerant(r"\b(?:paid in full|payment in full|paid off|fully paid|reversed|cancell?ed|cancellation"
+                                            r"|written off|redeemed|removed from)\b"))
+#: A line recording a payment: "Payment (2025 levy) .... ($3,766.40)", "payments received: $1,274.91", "paid $7,102.18".
+_PAYMENT_LINE = re.compile(_ocr_tolerant(r"\b(?:payments?|paid|received|receipt)\b"))
+#: A tax roll named by its number ("Roll 1102-774", "roll no. 40 117 203"): the account a statement is about.
+_ROLL_NUMBER = re.compile(r"\broll(?: no\.?| number| #)?:? ?(\d[\d -]{2,14}\d)")
+
+
+def _account_balances(text: str) -> list[tuple[int, str]]:
+    """``(position, "zero" | "positive")`` of each statement of the account's whole balance in ``text`` (normalised), in
+    order: a balance row (:data:`_ACCOUNT_BALANCE_ROW`, read by :func:`row_value`) or sentence
+    (:data:`_ACCOUNT_BALANCE_PROSE`); a statement whose figure cannot be read is left out."""
+    found = [(m.start(), row_value(text, m.end())) for m in _ACCOUNT_BALANCE_ROW.finditer(text)]
+    found += [(m.start(), _cell_verdict(m.group(1))) for m in _ACCOUNT_BALANCE_PROSE.finditer(text)]
+    return sorted((pos, v) for pos, v in found if v is not None)
+
+
+def _settled_here(text: str, pos: int) -> bool:
+    """Whether a settling word at ``pos`` states a fact: no future or obligation before it ("to be paid in full"), no
+    negation ("not paid in full") and no condition ("unless paid in full")."""
+    before = text[max(0, pos - 40):pos]
+    return _PENDING.search(before) is None and _CUE_NEGATED.search(before) is None and not _conditional(text, pos)
+
+
+def account_settled(text: str, start: int, end: int) -> bool:
+    """Whether the debt mentioned at ``text[start:end]`` (normalised) was settled, by the account's own statement: the text's
+    last statement of the account's whole balance comes after the mention and is nil ("Current balance: $0.00", "the
+    account balance is now nil"), the text names at most one roll, and between the mention's sentence and that statement
+    the debt is settled in full ("paid in full", "reversed", "cancelled") or the payments recorded below the mention's line
+    add up to at least the largest amount on it. A zero balance alone does not settle a debt stated with its amount: an account's "balance" may be one
+    year's levy, with arrears owing beside it."""
+    balances = _account_balances(text)
+    if not balances or balances[-1][1] != "zero" or balances[-1][0] < end:
+        return False
+    if len({re.sub(r"[ -]", "", n) for n in _ROLL_NUMBER.findall(text)}) > 1:
+        return False  # several rolls: whose balance it is cannot be told
+    lo = _sentence_bounds(text, start)[0]
+    region = text[lo:balances[-1][0]]
+    if any(_settled_here(region, m.start()) for m in _SETTLED_IN_FULL.finditer(region)):
+        return True
+    line_lo, line_hi = _line_bounds(text, start)
+    owed = max((a for a in parse_amounts(text[line_lo:line_hi]) if a > 0), default=0.0)
+    after = text[line_hi:balances[-1][0]]  # the payments recorded below the mention's line
+    paid = sum(abs(a) for line in after.split("\n") if _PAYMENT_LINE.search(line) for a in parse_amounts(line))
+    return paid > 0 and paid >= owed
+
+
 #: Benign cues that only say a debt was paid: they do not clear a registration that outlived it (:func:`repaid_undischarged`).
 _REPAYMENT_CUES = frozenset({"paid in full", "paid off", "fully paid", "repaid"})
 #: The mention's sentence speaks of a discharge: a negation in it is about the discharge, not the mortgage.
@@ -1948,6 +2010,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "the purchaser's own caveat"
     if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
         cue = "not on this title"
+    if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
+        cue = "account balance nil"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if undischarged:  # the text states the defect: repaid, and still on title with no discharge

@@ -1829,3 +1829,40 @@ def test_a_status_in_words_answers_like_yes_or_no(text, domain, material):
 ])
 def test_an_owners_charge_is_read_through_ocr_damage_in_its_words(text):
     assert risk_signal(text, LEX, ["condo"]).material, risk_signal(text, LEX, ["condo"])
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # the account's own last statement of its whole balance is nil, after the debt was settled in full or paid off
+    ("Ledger, roll 8812 044\nJan 2 2025  late payment penalty charged ....... $188.20\nFeb 9 2025  penalty cancelled by "
+     "council (billing error)\nBalance: $0.00", False),
+    ("History of roll 5530-219: the 2021 taxes went unpaid and were moved to arrears ($2,904.10 with penalties). "
+     "Those arrears were paid in full in March 2022.\nCurrent balance .......... NIL", False),
+    ("Mar 31 2025   Arrears from 2024 levy ............ $1,610.00\nApr 15 2025   Payment received ...................."
+     " ($1,610.00)\nBalance owing on roll at 2025-06-30: $0.00", False),
+    ("We acknowledge your cheque of $3,077.45, being payment in full of the arrears and penalties on the roll. "
+     "The account balance is now nil.", False),
+    # what the rule does not read as settled: the debt stays
+    # - a nil balance stated before the debt
+    ("Balance: $0.00 as at Jan 1 2025\nMar 1 2025  penalty added on unpaid 2024 taxes ....... $212.40", True),
+    # - a later balance above zero
+    ("2023 arrears of $1,900.00 paid in full.\nBalance: $0.00 (Dec 31 2023)\n2024 arrears .......... $2,480.00\n"
+     "Balance owing: $2,480.00", True),
+    # - payments below the amount owing: a year's balance may be nil with arrears beside it
+    ("Tax arrears (2022-2023) ......... $5,415.00\n2025 levy ........ $3,960.00\nPayments ........ $3,960.00\n"
+     "Current balance ........ $0.00", True),
+    # - settled only in the future, or on a condition
+    ("Penalties of $330.00 remain owing and are to be paid in full on closing.\nBalance: $0.00", True),
+    ("Arrears ......... $4,120.00\nThe parcel goes to tax sale in May unless the arrears are paid in full.\n"
+     "Total outstanding: $0.00", True),
+    # - two rolls: whose balance it is cannot be told
+    ("Roll 3308 120: arrears $2,210.00 including penalties\nRoll 3308 121: 2025 levy reversed on appeal\nBalance: $0.00", True),
+])
+def test_an_accounts_own_nil_balance_settles_its_tax_debts(text, material):
+    assert risk_signal(text, LEX, ["tax"]).material is material, risk_signal(text, LEX, ["tax"])
+
+
+def test_a_nil_balance_settles_no_registration():
+    # the account is paid, but a lien stays on title until it is discharged: the rule reads tax debts only
+    text = ("Builders' lien 242 118 093 registered by Ridge Roofing for $8,400.00.\nMay 2  payment received from owner ....... "
+            "($8,400.00)\nBalance owing: $0.00")
+    assert risk_signal(text, LEX, ["title"]).material
