@@ -117,8 +117,14 @@ _ZERO_BY_LETTER = re.compile(r"[a-z]0|0[a-z]")
 _EDGE_ZERO = re.compile(r"(?<![a-z0-9'.,$-])0(?=[a-z]+(?![a-z0-9.,]))|(?<![a-z0-9'.,$-])([a-z]+)0(?![a-z0-9.,])")
 
 
+#: "nil" read with an l or an I for its letters ("NlL", "N1L", "NIl" lower-cased): a word of its own, so no other word changes
+_OCR_NIL = re.compile(r"(?<![a-z0-9])nl[il](?![a-z0-9])")
+
+
 def _repair_letters(low: str) -> str:
     low = _IN_WORD_DIGIT.sub(lambda m: "".join(_LETTER_FIX[c] for c in m.group(0)), low)
+    if "nl" in low:  # "nll", "nli"
+        low = _OCR_NIL.sub("nil", low)
     if _ZERO_BY_LETTER.search(low) is None:  # most texts: no zero touches a letter
         return low
     return _EDGE_ZERO.sub(lambda m: m.group(1) + "o" if m.group(1) else "o", low)

@@ -1706,6 +1706,15 @@ def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
     assert row_value(normalise_ocr("ARREARS ....... $     O.OO"), len("arrears")) == "zero"
 
 
+def test_nil_read_with_an_l_for_its_i_is_nil():
+    # a scan's "NlL" or "N1L" is the word nil; words that merely contain those letters keep them
+    assert normalise_ocr("Tax notification: NlL   Arrears: N1L") == "tax notification: nil  arrears: nil"
+    assert normalise_ocr("only unlike kilnll nlle") == "only unlike kilnll nlle"
+    text = "TAX CERTlFlCATE  Roll: OO4 118 772\nArrears .......... NlL\nTax notification: NlL"
+    assert not risk_signal(text, LEX, ["tax"]).material, risk_signal(text, LEX, ["tax"])
+    assert risk_signal(text.replace("NlL", "$1,204.50", 1), LEX, ["tax"]).material
+
+
 @pytest.mark.parametrize(("text", "domain", "material"), [
     # a negation in the clause before "and" + a definite subject does not reach the term in the clause after it
     ("The town's clean-up invoice was not settled within 30 days and, as the bylaw allows, the amount of $2,140.00 was "
