@@ -1871,13 +1871,13 @@ def remedy_price(text: str) -> float:
 #: Kinds of debt on an account whose whole balance the text may state: a tax roll's arrears and penalties.
 _ACCOUNT_DEBTS = frozenset({"tax_arrears"})
 #: A row whose label is the account's whole balance: "Balance: $0.00", "Current balance .... NIL", "Balance owing on roll at
-#: 2025-10-02: $0.00", "Total outstanding  $0.00", "Amount owing: nil". A balance of one levy or one year ("2025 levy
-#: balance", "Balance of the 2024 levy") is not the account's; a qualified row ("Balance (not yet due) ... $3,918.40") is read
-#: by its figure.
+#: 2025-10-02: $0.00", "Closing balance as at 2025-02-21 .... 0.00", "Current amount outstanding: nil", "Amount required to
+#: clear account:  $0.00". A label of one levy, instalment or year ("2025 levy balance", "Monthly instalment due", "Prior
+#: years outstanding") is not the account's; a qualified row ("Balance (not yet due) ... $3,918.40") is read by its figure.
 _ACCOUNT_BALANCE_ROW = re.compile(
-    r"^[ \t]*(?:(?:(?:current|total|account|closing|remaining|new) )?balance(?: (?:owing|outstanding|due|payable|owed))?"
-    r"(?: on (?:the )?(?:tax )?(?:roll|account))?(?: (?:at|as at|as of) [a-z0-9 ,./-]{4,24}?)?"
-    r"|total(?: amount)? (?:owing|outstanding|due|payable)|amount (?:owing|outstanding|due))(?= ?[:(.$]|  |$)", re.M)
+    r"^[ \t]*(?![^\n]*\b(?:levy|levies|instal+ments?|monthly|tipp|years?|prior)\b)(?:[a-z/]+ ){0,5}?"
+    r"(?:balance|outstanding|owing|owed|due|payable|required to (?:clear|bring)(?: the)? account(?: current)?)"
+    r"(?: on (?:the )?(?:tax )?(?:roll|account))?(?: (?:at|as at|as of|on) [a-z0-9 ,./-]{4,24}?)?(?= ?[:(.$]|  |$)", re.M)
 #: A sentence that states it: "the account balance is now nil", "the roll's balance is $0.00".
 _ACCOUNT_BALANCE_PROSE = re.compile(r"\b(?:tax )?(?:account|roll)(?:'s)? balance (?:is|was|stands at|is now|now stands at)(?: now)?"
                                     r" ((?:\$ ?)?[\d,.]+|nil|zero)")
@@ -1911,8 +1911,8 @@ def account_settled(text: str, start: int, end: int) -> bool:
     """Whether the debt mentioned at ``text[start:end]`` (normalised) was settled, by the account's own statement: the text's
     last statement of the account's whole balance comes after the mention and is nil ("Current balance: $0.00", "the
     account balance is now nil"), the text names at most one roll, and between the mention's sentence and that statement
-    the debt is settled in full ("paid in full", "reversed", "cancelled") or the payments recorded below the mention's line
-    add up to at least the largest amount on it. A zero balance alone does not settle a debt stated with its amount: an account's "balance" may be one
+    the debt is settled in full ("paid in full", "reversed", "cancelled", "written off"), its own words are said paid ("arrears
+    paid 2023-05-02"), or the payments recorded below the mention's line add up to at least the largest amount on it. A zero balance alone does not settle a debt stated with its amount: an account's "balance" may be one
     year's levy, with arrears owing beside it."""
     balances = _account_balances(text)
     if not balances or balances[-1][1] != "zero" or balances[-1][0] < end:
@@ -1923,11 +1923,78 @@ def account_settled(text: str, start: int, end: int) -> bool:
     region = text[lo:balances[-1][0]]
     if any(_settled_here(region, m.start()) for m in _SETTLED_IN_FULL.finditer(region)):
         return True
+    # the same words said paid: "2022 arrears ... arrears paid 2023-05-02"
+    if any(_settled_here(region, m.start()) for m in re.finditer(re.escape(text[start:end]) + _PAID_AFTER_TERM.pattern, region)):
+        return True
     line_lo, line_hi = _line_bounds(text, start)
-    owed = max((a for a in parse_amounts(text[line_lo:line_hi]) if a > 0), default=0.0)
-    after = text[line_hi:balances[-1][0]]  # the payments recorded below the mention's line
-    paid = sum(abs(a) for line in after.split("\n") if _PAYMENT_LINE.search(line) for a in parse_amounts(line))
+    owed = max((a for a in parse_amounts(text[line_lo:line_hi], bare=True) if a > 0), default=0.0)
+    after = text[line_hi:balances[-1][0]]  # the payments recorded below the mention's line (a ledger's figures need no "$")
+    paid = sum(abs(a) for line in after.split("\n") if _PAYMENT_LINE.search(line) for a in parse_amounts(line, bare=True))
     return paid > 0 and paid >= owed
+
+
+#: A note under a table or a list, on a line of its own: "Note: ...", "NB ...", "* ...", "Update (May 6): ...", "Remarks: ...".
+_NOTE_START = re.compile(_ocr_tolerant(r"[ \t]*(?:\*+|notes?\b|n\.? ?b\b\.?|updated?\b|updates\b|remarks?\b|comments?\b|footnote\b)"))
+_NOTE_LINE = re.compile(r"(?m)^" + _NOTE_START.pattern)
+#: A note's word for a debt settled since the table was drawn: "2023 arrears paid", "levy settled" (not "unpaid", "paid?").
+_NOTE_PAID = re.compile(_ocr_tolerant(r"(?<![a-z])(?:paid|settled)\b(?! ?\?)"))
+
+
+def _notes_below(text: str, pos: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each note (:data:`_NOTE_START`) after ``pos``: its first line and the lines wrapped under it, up to
+    a blank line or the next note."""
+    starts = [m.start() for m in _NOTE_LINE.finditer(text, pos)]
+    for i, lo in enumerate(starts):
+        blank = text.find("\n\n", lo)
+        hi = min(x for x in (blank if blank != -1 else len(text), starts[i + 1] if i + 1 < len(starts) else len(text)))
+        yield lo, hi
+
+
+def noted_closed(text: str, start: int, end: int, terms: frozenset[str]) -> bool:
+    """Whether a note below the table row of the mention at ``text[start:end]`` (normalised) says its instrument or debt
+    has since been closed: a sentence of a note after the row (:func:`_notes_below`) names the row's registration number,
+    or a term of the row's kind (``terms``) that the row's line uses and no other line above the note does, and states it
+    closed ("discharged", "withdrawn", "paid in full", or in a note "paid", "settled"), not awaited, negated, conditional
+    or asked ("to be discharged on closing", "discharge requested", "not paid", "discharged?")."""
+    row_lo, row_hi = _line_bounds(text, start)
+    if _NOTE_LINE.search(text, row_hi) is None:
+        return False  # no note below (most tables)
+    own = own_registration(text, start, end)
+    # the row's own words for it: the terms of its kind that its line uses ("writ", "writ of enforcement")
+    patterns = [p for p in (term_pattern(term) for term in terms) if p.search(text, row_lo, row_hi)]
+    for lo, hi in _notes_below(text, row_hi):
+        # a word of the row names it in a note only when no other line above the note uses that word
+        unique = [p for p in patterns if sum(1 for a, b in _lines(text[:lo]) if p.search(text, a, b)) == 1]
+        bounds = (lo, *[e for e in sentence_ends(text) if lo < e < hi], hi)
+        for s_lo, s_hi in zip(bounds, bounds[1:]):
+            sentence = text[s_lo:s_hi]
+            names_row = own is not None and own in {_digits(n.group(0)) for n in _REGISTRATION.finditer(sentence)}
+            if not names_row and not any(p.search(sentence) for p in unique):
+                continue
+            if any(verdict == "closed" and m.group(0) != "discharges" for m, verdict in _verdicts(text, s_lo, s_hi)):
+                return True
+            if any(_settled_here(text, s_lo + m.start()) and not _asked(text, s_lo + m.end()) for m in _NOTE_PAID.finditer(sentence)):
+                return True
+    return False
+
+
+#: In a note, the term followed by its settlement: "2023 arrears paid", "the levy was since paid", "penalties settled".
+_PAID_AFTER_TERM = re.compile(_ocr_tolerant(r"(?: (?:were|was|have been|has been|had been|since|now|fully|in full))* (?:paid|settled)\b(?! ?\?)"))
+
+
+def paid_in_its_note(text: str, start: int, end: int) -> bool:
+    """Whether the mention at ``text[start:end]`` (normalised) is in a note (a line opening as :data:`_NOTE_START` does)
+    that says it was since paid ("Note: updated certificate confirms 2023 arrears paid")."""
+    return _PAID_AFTER_TERM.match(text, end) is not None and _NOTE_START.match(text, _line_bounds(text, start)[0]) is not None
+
+
+def _lines(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each line of ``text``."""
+    lo = 0
+    for m in re.finditer(r"\n", text):
+        yield lo, m.start()
+        lo = m.end()
+    yield lo, len(text)
 
 
 #: Benign cues that only say a debt was paid: they do not clear a registration that outlived it (:func:`repaid_undischarged`).
@@ -2018,6 +2085,11 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "not on this title"
     if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
         cue = "account balance nil"
+    if cue is None and (status == "no" or _TABULAR_LINE.search(low, *_line_bounds(low, m.start())) is not None) \
+            and noted_closed(low, m.start(), m.end(), _reading(lexicon, t.kind)[1]):
+        cue = "closed in a note below"
+    if cue is None and paid_in_its_note(low, m.start(), m.end()):
+        cue = "paid, says a note"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if undischarged:  # the text states the defect: repaid, and still on title with no discharge

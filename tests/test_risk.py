@@ -1875,3 +1875,51 @@ def test_a_nil_balance_settles_no_registration():
     text = ("Builders' lien 242 118 093 registered by Ridge Roofing for $8,400.00.\nMay 2  payment received from owner ....... "
             "($8,400.00)\nBalance owing: $0.00")
     assert risk_signal(text, LEX, ["title"]).material
+
+
+_LIEN_TABLE = ("Reg. No.      Instrument                          Discharged?\n"
+               "242 310 447   Builders' lien - Kestrel Drywall     NO\n"
+               "201 998 310   Utility right of way                 N/A\n")
+_TWO_LIENS = ("Reg. No.      Instrument                          Discharged?\n"
+              "242 310 447   Builders' lien - Kestrel Drywall     NO\n"
+              "242 366 020   Builders' lien - Orchard Glazing     NO\n")
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    # a note under the table closes the row it names: by the row's kind when only that row has one, or by its number
+    (_LIEN_TABLE + "\nNote: the drywall lien was discharged on June 4 (241 400 118), per the updated title.", "title", False),
+    (_LIEN_TABLE + "* Update: lien withdrawn by the lienor, confirmed June 4.", "title", False),
+    (_TWO_LIENS + "\nNB: 242 310 447 discharged June 4; 242 366 020 discharged June 9.", "title", False),
+    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
+     "Note: the city's letter of Aug 2 confirms the 2024 arrears paid.", "tax", False),
+    # what a note does not close
+    (_LIEN_TABLE + "\nNote: discharge of the drywall lien requested from the lienor's counsel on June 4.", "title", True),
+    (_LIEN_TABLE + "\nNote: the lien is to be discharged on closing from the sale proceeds.", "title", True),
+    (_LIEN_TABLE + "\nNote: lien discharged?  Awaiting the updated title.", "title", True),
+    (_LIEN_TABLE + "\nNote: the caveat of the former tenant was withdrawn in May.", "title", True),
+    (_TWO_LIENS + "\nNote: lien discharged June 4.", "title", True),  # which of the two: cannot be told
+    (_TWO_LIENS + "\nNB: 242 310 447 discharged June 4.", "title", True),  # the other lien stands
+    ("Note: lien discharged June 4.\n" + _LIEN_TABLE, "title", True),  # above the table, not under it
+    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
+     "Note: the 2023 penalty was paid; the 2024 arrears remain unpaid.", "tax", True),
+])
+def test_a_note_under_a_table_closes_the_row_it_names(text, domain, material):
+    assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # a ledger's figures without "$", its running balance column, and other labels of the whole balance
+    ("Date        Entry                      Charge     Credit     Running\n"
+     "2024-07-02  Late penalty               244.10                5,130.60\n"
+     "2024-08-19  Payment - bank transfer               5,130.60       0.00\n"
+     "Closing balance as at 2025-01-31 .......... 0.00", False),
+    ("Item                          Amount      Status\n2023 penalty on arrears        $61.20      Written off by council\n"
+     "2023 arrears                  $980.00     Paid 2024-03-08\nAmount required to clear account:      $0.00", False),
+    ("2022 arrears carried on the roll, $1,406.75.\nThe 2022 arrears paid 2023-06-14 by the owner.\nCurrent amount outstanding: nil",
+     False),
+    # a label of one instalment or of prior years is not the account's balance
+    ("Arrears from 2023 ........ $1,720.00\nPayment received ........ $1,720.00\nMonthly instalment due: $0.00", True),
+    ("Penalty added Jan 2025 ........ $318.00\nPayment received ........ $318.00\nPrior years outstanding: nil", True),
+])
+def test_an_accounts_balance_is_read_from_ledgers_and_its_own_labels(text, material):
+    assert risk_signal(text, LEX, ["tax"]).material is material, risk_signal(text, LEX, ["tax"])
