@@ -31,6 +31,8 @@ registry overhead = median over the ingests of ingest / mean(raw pass before, ra
 minutes on a shared machine hits both sides; best / best and median / median are reported beside it.
 A raw pass with the ingest's own batch boundaries (it closes a batch once it holds at
 least ``embedding_batch_size`` windows) separates batching effects from registry costs.
+``--without-findings`` adds ingests with the risk lexicon switched off (no risk findings worked out), each paired with
+the raw pass after it and the one before: what everything but the precomputation costs.
 Also timed on their own, as diagnostics: parsing + validating the lines, cutting windows, and ingest's
 precomputation (``ChunkFindings.compute``: risk findings and excerpt spans per risk setting, body token counts).
 The model is warmed before anything is timed.
@@ -87,6 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--workdir", default=None, help="keep the JSONL files and the store here instead of a temporary directory")
     ap.add_argument("--repeats", type=int, default=2, help="ingest runs (each into a fresh store), interleaved with raw-embed runs: raw, ingest, raw, ..., raw (default 2)")
     ap.add_argument("--no-ingest-batching-pass", action="store_true", help="skip the diagnostic raw pass with the ingest's batch boundaries")
+    ap.add_argument("--without-findings", action="store_true", help="then also --repeats ingests with the risk lexicon switched off "
+                    "(no precomputation of risk findings), each followed by a raw pass: the overhead of everything else")
     ap.add_argument("--out", default=None, help="JSON result path (default benchmarks/results/ingest_throughput.json)")
     ap.add_argument("--smoke", action="store_true", help="tiny run (48 chunks) for CI: checks the script works, figures are not meaningful")
     args = ap.parse_args(argv)
@@ -308,6 +312,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             last = i == args.repeats - 1
             ingests.append(_ingest_once(config, embedder, work / f"store-{i + 1}", work / "chunks", reingest=last))
             raw_pass()
+        bare: list[dict[str, Any]] = []  # diagnostic: the same ingest without the risk precomputation
+        if args.without_findings:
+            without = config.model_copy(update={"risk_signals": None})
+            for i in range(args.repeats):
+                bare.append(_ingest_once(without, embedder, work / f"store-bare-{i + 1}", work / "chunks", reingest=False))
+                raw_pass()
         ingest_batching = None
         if not args.no_ingest_batching_pass:
             with Phase() as ph:
@@ -337,6 +347,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # minutes (other jobs on a shared machine) hits both sides of a pair alike
     paired = [ing_s[i] / ((raw_s[i] + raw_s[i + 1]) / 2) - 1.0 for i in range(min(len(ing_s), len(raw_s) - 1))]
     overhead_paired = statistics.median(paired) if paired else overhead_best
+    # the ingests without the precomputation, each against the raw passes around it (the one before is the last
+    # raw pass of the main runs or of the previous such ingest)
+    k = len(ingests)
+    bare_pairs = [x["seconds"] / ((raw_s[k + i] + raw_s[k + i + 1]) / 2) - 1.0 for i, x in enumerate(bare)]
     last = ingests[-1]
     re_ = last["reingest"]
     all_unchanged = re_["ingested"] == 0 and re_["unchanged"] == n and not re_["rejected"]
@@ -374,6 +388,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "registry_overhead_median_pct": round(overhead_median * 100, 2),
         "overhead_definition": "median over ingests of ingest / mean(raw pass before, raw pass after) - 1 (paired: drifting load "
                                "hits both sides); best/best and median/median beside it",
+        "without_findings_runs": [rate(x["seconds"], other_cores=x["other_cores"], ingested=x["ingested"], rejected=x["rejected"]) for x in bare],
+        "overhead_without_findings_pct": round(statistics.median(bare_pairs) * 100, 2) if bare_pairs else None,
+        "overhead_without_findings_pairs_pct": [round(x * 100, 2) for x in bare_pairs],
         "target_overhead_pct": 15.0,
         "meets_target": overhead_paired <= 0.15,
         "peak_rss_mb": peak_rss_mb(),
@@ -414,6 +431,9 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"registry overhead = median of ingest / mean(raw before, raw after) - 1 = {r['registry_overhead_pct']:+.1f} % "
           f"(pairs {', '.join(f'{x:+.1f}' for x in r['registry_overhead_pairs_pct'])} %; {verdict} the <= {r['target_overhead_pct']:.0f} % target; "
           f"best/best {r['registry_overhead_best_pct']:+.1f} %, median/median {r['registry_overhead_median_pct']:+.1f} %)")
+    if r["overhead_without_findings_pct"] is not None:
+        print(f"without the risk precomputation (lexicon switched off): {r['overhead_without_findings_pct']:+.1f} % "
+              f"(pairs {', '.join(f'{x:+.1f}' for x in r['overhead_without_findings_pairs_pct'])} %): the rest is the findings")
     last = ings[-1]
     print(f"Mem0 registry adds: {last['mem0_register_chunk_adds']:,} per ingest, {r['reingest']['mem0_register_chunk_adds']} on re-ingest; "
           f"model calls made from inside Mem0: {last['mem0_model_calls_inside_mem0']}; embed calls per ingest: {last['embed_calls']}")

@@ -55,10 +55,13 @@ def test_ingest_throughput_on_existing_stage0_files(tmp_path, make_chunk):
                     deal_id="2026-CDB-0002")]
     write_jsonl(texts / "one.jsonl", a)
     write_jsonl(texts / "two.jsonl", b)
-    data = _run(["benchmarks/ingest_throughput.py", "--smoke", "--chunk-dir", str(texts)], tmp_path / "ingest.json")
+    data = _run(["benchmarks/ingest_throughput.py", "--smoke", "--chunk-dir", str(texts), "--without-findings"], tmp_path / "ingest.json")
     r = data["results"]
     assert r["chunks"] == 3 and r["deals"] == 2 and str(texts) in r["texts"]
     assert r["reingest"]["all_unchanged"] is True and all(run["ingested"] == 3 for run in r["ingest_runs"])
+    # the diagnostic ingest without the risk precomputation ingests the same chunks, and is paired with raw passes
+    assert [(run["ingested"], run["rejected"]) for run in r["without_findings_runs"]] == [(3, 0)]
+    assert isinstance(r["overhead_without_findings_pct"], float) and len(r["overhead_without_findings_pairs_pct"]) == 1
     write_jsonl(texts / "two.jsonl", b, extra_lines=['{"deal_id": "2026-CDB-0002"}'])
     proc = subprocess.run([sys.executable, "benchmarks/ingest_throughput.py", "--smoke", "--chunk-dir", str(texts), "--out", str(tmp_path / "x.json")],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
