@@ -1706,6 +1706,56 @@ def _disowned(text: str, kind: str, lexicon: RiskLexicon) -> bool:
     return any(term_pattern(term).search(s) for s in sentences for term in terms)
 
 
+#: A statement that the title being bought carries none of something now: "No writ currently affects the title", "no lien,
+#: writ or caveat is registered against the subject title", "The current title shows no lis pendens or other registration".
+#: Its group 1 or 2 is what it says there is none of; a title named by a unit or lot ("affects Unit 22") is not "the" title.
+_CLEAR_TITLE = re.compile(_ocr_tolerant(
+    r"\bno ([a-z' ,/]{2,60}?) (?:(?:is|are) )?(?:currently |now |presently )?(?:affects?|registered (?:against|on)|noted (?:on|against)"
+    r"|shown on|appears? on|remains? on) (?:the|this|our|your|its) (?:subject |current |new |updated )?(?:title|lands?|property)\b"
+    r"|\b(?:current|updated|new|subject|resulting) title (?:now )?(?:shows|discloses|carries|has|reflects|contains) no "
+    r"([a-z' ,/]{2,60}?)(?= or other\b| registered\b| in (?:his|her|their|its) favou?r|[.;,\n]|$)"))
+#: Such a statement about a time to come or a condition: "once the holdback is paid, no lien will remain on the title".
+_NOT_YET_SO = re.compile(r"\b(?:will|shall|once|if|unless|until|when|upon|should|would|must|can|could|may)\b")
+#: An exception to such a statement: "... other than the seller's mortgage", "except caveat 182 ...".
+_SAVE_FOR = re.compile(r"\b(?:other than|except|excepting|save(?: for)?|but for|apart from|besides)\b")
+
+
+def title_clear_of(text: str, start: int, end: int, terms: frozenset[str]) -> bool:
+    """Whether, after the mention at ``text[start:end]`` (normalised), the text states that the title being bought now
+    carries none of it (:data:`_CLEAR_TITLE`): what it says there is none of names a term of the mention's kind, or a
+    registrable term inside the mention's own words ("no lien" for a builders' lien, "no writ" for a writ of
+    enforcement). Not when the statement makes an exception ("other than ..."), speaks of a time to come or a condition
+    ("once ... no lien will remain", "not yet"), or the text says something is on the title ("... registered against the
+    title", "remains on the title")."""
+    if text.find("no ", end) == -1:
+        return False  # both forms say "no ..."
+    for m in _CLEAR_TITLE.finditer(text, end):
+        what = m.group(1) or m.group(2) or ""
+        lo, hi = _sentence_bounds(text, m.start())
+        if _SAVE_FOR.search(text, m.end(), hi) or _AWAITED_REGISTRATION.search(text[lo:hi]) or _NOT_YET_SO.search(text, lo, m.end()):
+            continue
+        if any(term_pattern(term).search(what) for term in terms):
+            break
+    else:
+        return False
+    return not any(not re.search(r"\bnot\s+(?:been\s+)?$", text[max(0, o.start() - 12):o.start()]) for o in _ON_TITLE.finditer(text))
+
+
+def _title_words(lexicon: RiskLexicon, t: RiskTerm) -> frozenset[str]:
+    """The words that name what a mention of ``t`` is: the terms of its kind, and the registrable terms inside its own words
+    ("lien" in "builders' lien", "writ" in "writ of enforcement")."""
+    hit = _TITLE_WORDS.get((id(lexicon), t.term))
+    if hit is None or hit[0] is not lexicon:
+        inside = {x.term for spec in lexicon.domains.values() for x in spec.terms
+                  if x.kind in _REGISTRABLE and x.term != t.term and term_pattern(x.term).search(t.term.lower())}
+        hit = _TITLE_WORDS.put((id(lexicon), t.term), (lexicon, frozenset(_reading(lexicon, t.kind)[1]) | inside))  # type: ignore[index]
+    return hit[1]
+
+
+#: (id of a lexicon, term) -> (that lexicon, :func:`_title_words` of the term): the entry keeps the lexicon alive
+_TITLE_WORDS: BoundedCache[tuple[int, str], tuple[RiskLexicon, frozenset[str]]] = BoundedCache(512)
+
+
 def _named_in_body(text: str, span: tuple[int, int]) -> frozenset[str]:
     """Registration numbers a discharge copy names as what it clears: in its body's first sentences (not rows below)."""
     lo, hi = span
@@ -2083,6 +2133,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "the purchaser's own caveat"
     if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
         cue = "not on this title"
+    if cue is None and t.kind in _REGISTRABLE and title_clear_of(low, m.start(), m.end(), _title_words(lexicon, t)):
+        cue = "the title now clear of it"
     if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
         cue = "account balance nil"
     if cue is None and (status == "no" or _TABULAR_LINE.search(low, *_line_bounds(low, m.start())) is not None) \

@@ -1923,3 +1923,27 @@ def test_a_note_under_a_table_closes_the_row_it_names(text, domain, material):
 ])
 def test_an_accounts_balance_is_read_from_ledgers_and_its_own_labels(text, material):
     assert risk_signal(text, LEX, ["tax"]).material is material, risk_signal(text, LEX, ["tax"])
+
+
+@pytest.mark.parametrize(("text", "material"), [
+    # a statement, after the mention, that the title being bought now carries none of it
+    ("Writ 23-118804 (Prairie Collections v. the vendor, $7,310.55) was satisfied and a discharge registered as 242 501 337 "
+     "on March 3. No writ currently affects the title.", False),
+    ("Certificate of lis pendens 231 440 902 was discharged by 242 118 554 after the action settled. The updated title shows "
+     "no lis pendens or other registration in the plaintiff's favour.", False),
+    ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was discharged by 242 377 810 on June 4. No lien, writ or "
+     "caveat is registered against the subject title.", False),
+    # what such a statement does not clear
+    ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed in March. No lien is registered against the title "
+     "other than that one.", True),
+    ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed in March. Once the holdback is paid, no lien will "
+     "remain on the title.", True),
+    ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed in March. No lien affects Unit 22.", True),
+    ("Writ 232 288 901 (Coastline Capital, $14,900.00) is registered. No caveat currently affects the title.", True),
+    ("No lien currently affects the title. Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed this morning.",
+     True),
+    ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00). No lien currently affects the title of the seller's "
+     "other lot; lien 242 310 447 remains on the title of this unit.", True),
+])
+def test_a_statement_that_the_title_now_carries_none_clears_what_came_before(text, material):
+    assert risk_signal(text, LEX, ["title"]).material is material, risk_signal(text, LEX, ["title"])
