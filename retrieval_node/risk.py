@@ -1708,10 +1708,12 @@ def _disowned(text: str, kind: str, lexicon: RiskLexicon) -> bool:
 
 #: A statement that the title being bought carries none of something now: "No writ currently affects the title", "no lien,
 #: writ or caveat is registered against the subject title", "The current title shows no lis pendens or other registration".
-#: Its group 1 or 2 is what it says there is none of; a title named by a unit or lot ("affects Unit 22") is not "the" title.
+#: Its group 1 or 2 is what it says there is none of; a title named by a unit or lot ("affects Unit 22", "the title of Unit
+#: 22") is not "the" title.
 _CLEAR_TITLE = re.compile(_ocr_tolerant(
     r"\bno ([a-z' ,/]{2,60}?) (?:(?:is|are) )?(?:currently |now |presently )?(?:affects?|registered (?:against|on)|noted (?:on|against)"
     r"|shown on|appears? on|remains? on) (?:the|this|our|your|its) (?:subject |current |new |updated )?(?:title|lands?|property)\b"
+    r"(?! (?:of|to|for) (?:(?:the|that) )?(?:unit|suite|lot|parcel|stall|plan)\b)"
     r"|\b(?:current|updated|new|subject|resulting) title (?:now )?(?:shows|discloses|carries|has|reflects|contains) no "
     r"([a-z' ,/]{2,60}?)(?= or other\b| registered\b| in (?:his|her|their|its) favou?r|[.;,\n]|$)"))
 #: Such a statement about a time to come or a condition: "once the holdback is paid, no lien will remain on the title".
@@ -1920,34 +1922,79 @@ def remedy_price(text: str) -> float:
 
 #: Kinds of debt on an account whose whole balance the text may state: a tax roll's arrears and penalties.
 _ACCOUNT_DEBTS = frozenset({"tax_arrears"})
-#: A row whose label is the account's whole balance: "Balance: $0.00", "Current balance .... NIL", "Balance owing on roll at
-#: 2025-10-02: $0.00", "Closing balance as at 2025-02-21 .... 0.00", "Current amount outstanding: nil", "Amount required to
-#: clear account:  $0.00". A label of one levy, instalment or year ("2025 levy balance", "Monthly instalment due", "Prior
-#: years outstanding") is not the account's; a qualified row ("Balance (not yet due) ... $3,918.40") is read by its figure.
+#: A row whose label is the account's whole balance, plainly: "Balance: $0.00", "Current balance .... NIL", "Balance owing on
+#: roll at 2025-10-02: $0.00", "Closing balance as at 2025-02-21 .... 0.00", "Current amount outstanding: nil", "Amount
+#: required to clear account:  $0.00", "Total outstanding  $0.00". Any other word before it ("Opening balance", "Credit
+#: balance", "Current taxes balance", "Utility account balance", "Interest due") makes it another balance.
 _ACCOUNT_BALANCE_ROW = re.compile(
-    r"^[ \t]*(?![^\n]*\b(?:levy|levies|instal+ments?|monthly|tipp|years?|prior)\b)(?:[a-z/]+ ){0,5}?"
-    r"(?:balance|outstanding|owing|owed|due|payable|required to (?:clear|bring)(?: the)? account(?: current)?)"
-    r"(?: on (?:the )?(?:tax )?(?:roll|account))?(?: (?:at|as at|as of|on) [a-z0-9 ,./-]{4,24}?)?(?= ?[:(.$]|  |$)", re.M)
-#: A sentence that states it: "the account balance is now nil", "the roll's balance is $0.00".
-_ACCOUNT_BALANCE_PROSE = re.compile(r"\b(?:tax )?(?:account|roll)(?:'s)? balance (?:is|was|stands at|is now|now stands at)(?: now)?"
-                                    r" ((?:\$ ?)?[\d,.]+|nil|zero)")
+    r"^[ \t]*(?:(?:(?:current|total|account|closing|new) )?balance(?: (?:owing|outstanding|due|payable))?"
+    r"|(?:current |total )?amount (?:owing|outstanding|due|required to clear(?: the)? account)|total(?: amount)? (?:owing|outstanding|due))"
+    r"(?: on (?:the )?(?:tax )?(?:roll|account))?(?: (?:at|as at|as of) ([a-z0-9 ,./-]{4,24}?))?(?= ?[:(.$]|  |$)", re.M)
+#: A sentence that states it, now: "the account balance is now nil", "your roll's balance is $0.00" (not "was").
+_ACCOUNT_BALANCE_PROSE = re.compile(r"\b(?:the|your|this) (?:tax )?(?:account|roll)(?:'s)? balance (?:is|stands at)(?: now)? "
+                                    r"((?:\$ ?)?[\d,.]+|nil|zero)")
+#: An ISO date ("2025-06-30"): its text sorts as the date does.
+_ISO_DATE = re.compile(r"\b(?:19|20)\d{2}-[01]\d-[0-3]\d\b")
+#: A balance said of one part of the account after its figure: "Amount due: nil (2025 taxes)", "$0.00 - current levy".
+_ONE_PART = re.compile(r"\b(?:levy|levies|instal+ments?|monthly|taxes|tax year|year|current|(?:19|20)\d{2})\b")
+#: What makes a balance one still to come: "Balance owing on closing", "upon payment ... the balance is nil", "projected".
+_BALANCE_TO_COME = re.compile(_ocr_tolerant(r"\b(?:closing|upon|once|after|when|if|will|would|undertak\w*|proceeds|expected|projected|estimated|before)\b"))
 #: A debt settled in full, in the past: "paid in full", "payment in full", "reversed", "cancelled", "written off",
-#: "redeemed", "removed from the arrears list" (read only where no future, negation or condition governs it).
+#: "redeemed", "removed from the arrears list" (read only where no future, negation, condition or part governs it).
 _SETTLED_IN_FULL = re.compile(_ocr_tolerant(r"\b(?:paid in full|payment in full|paid off|fully paid|reversed|cancell?ed|cancellation"
                                             r"|written off|redeemed|removed from)\b"))
-#: A line recording a payment: "Payment (2025 levy) .... ($3,766.40)", "payments received: $1,274.91", "paid $7,102.18".
-_PAYMENT_LINE = re.compile(_ocr_tolerant(r"\b(?:payments?|paid|received|receipt)\b"))
-#: A tax roll named by its number ("Roll 1102-774", "roll no. 40 117 203"): the account a statement is about.
-_ROLL_NUMBER = re.compile(r"\broll(?: no\.?| number| #)?:? ?(\d[\d -]{2,14}\d)")
+#: A settling word that only covers part, or is only said or awaited: "paid in part", "partly", "as to unit 12 only",
+#: "discharged as against this parcel",
+#: "the vendor says", "cheque returned NSF", "payment agreement", "expected in July".
+_NOT_WHOLLY = re.compile(_ocr_tolerant(r"\b(?:in part|partly|partial(?:ly)?|only|as to|as against|says?|said|advises?|advised|claims?|according to"
+                                       r"|expected|anticipated|returned|nsf|agreement|arrangement|promised?|undertak\w*|will|once|upon)\b"))
+#: A ledger line recording a payment: its label opens with the payment ("Payment received ....", "2025-06-28  Payment -
+#: cheque", "Payments: $3,734.29", "Receipt 24-55120"); not a payment demanded, reversed or returned.
+_PAYMENT_ROW = re.compile(_ocr_tolerant(r"^[ \t]*(?:[0-9/.,-]+ *|[a-z]{3}\.? \d{1,2},? (?:\d{4} )?)*(?:payments?|paid|receipt|received|credit)\b"), re.M)
+_NOT_A_PAYMENT = re.compile(_ocr_tolerant(r"\b(?:required|due|demand\w*|reversed|reversal|returned|nsf|dishonou?red|agreement|plan|penalty|charge)\b"))
+#: An account named by its number: "Roll 1102-774", "roll no. 40 117 203", "Tax Account 4011 7203", "Account #0081 442 907",
+#: or a lot or parcel: which account a statement is about.
+_ACCOUNT_NUMBER = re.compile(r"\b(?:roll|account|acct)(?: no\.?| number| #|#)?:? ?(\d[\d -]{2,14}\d)|\b(?:lot|parcel)s? (\d[\w-]{0,5}|[a-z])\b")
+#: A year written just before a debt ("2023 arrears", "July 2025 penalty", "the 2022 special levy"): which debt it is.
+_DEBT_YEAR = re.compile(r"\b((?:19|20)\d{2})(?: [a-z]+)?(?: (?:tax(?:es)?|property tax))? ?$")
 
 
-def _account_balances(text: str) -> list[tuple[int, str]]:
+def _debt_year(text: str, start: int) -> str | None:
+    m = _DEBT_YEAR.search(text, max(0, start - 24), start)
+    return m.group(1) if m else None
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def _account_balances(text: str) -> tuple[tuple[int, str], ...]:
     """``(position, "zero" | "positive")`` of each statement of the account's whole balance in ``text`` (normalised), in
     order: a balance row (:data:`_ACCOUNT_BALANCE_ROW`, read by :func:`row_value`) or sentence
-    (:data:`_ACCOUNT_BALANCE_PROSE`); a statement whose figure cannot be read is left out."""
-    found = [(m.start(), row_value(text, m.end())) for m in _ACCOUNT_BALANCE_ROW.finditer(text)]
-    found += [(m.start(), _cell_verdict(m.group(1))) for m in _ACCOUNT_BALANCE_PROSE.finditer(text)]
-    return sorted((pos, v) for pos, v in found if v is not None)
+    (:data:`_ACCOUNT_BALANCE_PROSE`); a statement whose figure cannot be read is left out, and one still to come
+    (:data:`_BALANCE_TO_COME` on its line or in its sentence), dated before a later date of the text, or said of one part
+    after its figure (:data:`_ONE_PART`) counts as positive."""
+    latest = max(_years(text), default=0)
+    last_day = max(_ISO_DATE.findall(text), default="")
+    found = []
+    for m in _ACCOUNT_BALANCE_ROW.finditer(text):
+        verdict = row_value(text, m.end())
+        lo, hi = _line_bounds(text, m.start())
+        dated = m.group(1) or ""
+        stale = bool(dated) and (max(_years(dated), default=latest) < latest or max(_ISO_DATE.findall(dated), default=last_day) < last_day)
+        if verdict is not None and (_BALANCE_TO_COME.search(text, m.end(), hi) or stale or _ONE_PART.search(text, m.end(), hi)):
+            verdict = "positive"  # "Balance owing on closing: $0.00", "Balance at 2025-01-01" above later entries, "nil (2025 taxes)"
+        found.append((m.start(), verdict))
+    for m in _ACCOUNT_BALANCE_PROSE.finditer(text):
+        lo, hi = _sentence_bounds(text, m.start())
+        found.append((m.start(), "positive" if _BALANCE_TO_COME.search(text, lo, hi) else _cell_verdict(m.group(1))))
+    return tuple(sorted((pos, v) for pos, v in found if v is not None))
+
+
+@lru_cache(maxsize=16)
+def _accounts_named(text: str) -> int:
+    """How many accounts ``text`` names: the most of its distinct roll or account numbers and of its distinct lots or
+    parcels ("Roll 0298 4411 ... Lot 19" is one account; "Tax Account 4011 7203" and "... 7204", or "Lot 7" and "Lot 8",
+    are two)."""
+    found = _ACCOUNT_NUMBER.findall(text)
+    return max(len({re.sub(r"[ -]", "", a) for a, _ in found if a}), len({b for _, b in found if b}))
 
 
 def _settled_here(text: str, pos: int) -> bool:
@@ -1957,85 +2004,200 @@ def _settled_here(text: str, pos: int) -> bool:
     return _PENDING.search(before) is None and _CUE_NEGATED.search(before) is None and not _conditional(text, pos)
 
 
+def _wholly_settled(text: str, pos: int, end: int) -> bool:
+    """Whether the settling word at ``text[pos:end]`` states a whole settlement as a fact: :func:`_settled_here`, and
+    nothing in its sentence makes it partial, hearsay or awaited (:data:`_NOT_WHOLLY`)."""
+    lo, hi = _sentence_bounds(text, pos)
+    return _settled_here(text, pos) and _NOT_WHOLLY.search(text, lo, hi) is None
+
+
 def account_settled(text: str, start: int, end: int) -> bool:
-    """Whether the debt mentioned at ``text[start:end]`` (normalised) was settled, by the account's own statement: the text's
-    last statement of the account's whole balance comes after the mention and is nil ("Current balance: $0.00", "the
-    account balance is now nil"), the text names at most one roll, and between the mention's sentence and that statement
-    the debt is settled in full ("paid in full", "reversed", "cancelled", "written off"), its own words are said paid ("arrears
-    paid 2023-05-02"), or the payments recorded below the mention's line add up to at least the largest amount on it. A zero balance alone does not settle a debt stated with its amount: an account's "balance" may be one
-    year's levy, with arrears owing beside it."""
+    """Whether the debt mentioned at ``text[start:end]`` (normalised) was settled, by the account's own statement: the
+    text's last statement of the account's whole balance comes after the mention and is nil now ("Current balance:
+    $0.00", "the account balance is now nil"), the text names at most one account, and
+
+    * the mention's own sentence settles it in full ("the July penalty of $261.40 was reversed"), or a later sentence does
+      in the mention's own words and for no other year ("arrears and penalties paid in full"; not "2023 arrears paid"
+      for 2024 arrears), wholly and as a fact (:func:`_wholly_settled`); or
+    * the ledger's payments between the mention and the balance cover the mention's amount and every charge after it.
+
+    A zero balance alone does not settle a debt stated with its amount: a "balance" may be one year's levy, with arrears
+    owing beside it."""
     balances = _account_balances(text)
-    if not balances or balances[-1][1] != "zero" or balances[-1][0] < end:
+    if not balances or balances[-1][1] != "zero" or balances[-1][0] < end or _accounts_named(text) > 1:
         return False
-    if len({re.sub(r"[ -]", "", n) for n in _ROLL_NUMBER.findall(text)}) > 1:
-        return False  # several rolls: whose balance it is cannot be told
-    lo = _sentence_bounds(text, start)[0]
-    region = text[lo:balances[-1][0]]
-    if any(_settled_here(region, m.start()) for m in _SETTLED_IN_FULL.finditer(region)):
+    stop = balances[-1][0]
+    lo, hi = _sentence_bounds(text, start)
+    if any(_wholly_settled(text, lo + m.start(), lo + m.end()) for m in _SETTLED_IN_FULL.finditer(text[lo:hi])):
         return True
-    # the same words said paid: "2022 arrears ... arrears paid 2023-05-02"
-    if any(_settled_here(region, m.start()) for m in re.finditer(re.escape(text[start:end]) + _PAID_AFTER_TERM.pattern, region)):
-        return True
+    words, year = text[start:end], _debt_year(text, start)
+    settling = _settling_words(text)
+    for m_start, m_end in settling[bisect.bisect_left(settling, (hi, 0)):bisect.bisect_left(settling, (stop, 0))]:
+        s_lo, s_hi = _sentence_bounds(text, m_start)
+        named = [w.start() for w in re.finditer(re.escape(words), text[s_lo:s_hi])]
+        if named and _wholly_settled(text, m_start, m_end) and all(_debt_year(text, s_lo + w) in (None, year) for w in named):
+            return True
+    for at, said_end in _said_paid(text, words):  # "... The 2022 arrears paid 2023-06-14 by the owner."
+        if lo <= at < stop and _debt_year(text, at) in (None, year) and _wholly_settled(text, said_end - 1, said_end):
+            return True
+    # a ledger: the payments below the mention's line cover its amount and every charge booked after it
     line_lo, line_hi = _line_bounds(text, start)
-    owed = max((a for a in parse_amounts(text[line_lo:line_hi], bare=True) if a > 0), default=0.0)
-    after = text[line_hi:balances[-1][0]]  # the payments recorded below the mention's line (a ledger's figures need no "$")
-    paid = sum(abs(a) for line in after.split("\n") if _PAYMENT_LINE.search(line) for a in parse_amounts(line, bare=True))
-    return paid > 0 and paid >= owed
+    first = [a for a in parse_amounts(text[line_lo:line_hi], bare=True) if a > 0][:1]
+    if not first:
+        return False
+    starts, paid_to, charged_to = _ledger(text)
+    i, j = bisect.bisect_right(starts, line_hi), bisect.bisect_left(starts, stop)
+    if j <= i:
+        return False
+    return paid_to[j] - paid_to[i] >= first[0] + charged_to[j] - charged_to[i]
+
+
+@lru_cache(maxsize=16)
+def _settling_words(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each :data:`_SETTLED_IN_FULL` word of ``text``, in order."""
+    return [m.span() for m in _SETTLED_IN_FULL.finditer(text)]
+
+
+@lru_cache(maxsize=64)
+def _said_paid(text: str, words: str) -> tuple[tuple[int, int], ...]:
+    """``(start of the words, end of "paid")`` wherever ``words`` are followed by their settlement (:data:`_PAID_AFTER_TERM`)."""
+    out = []
+    for w in re.finditer(re.escape(words), text):
+        said = _PAID_AFTER_TERM.match(text, w.end())
+        if said is not None:
+            out.append((w.start(), said.end()))
+    return tuple(out)
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def _ledger(text: str) -> tuple[list[int], list[float], list[float]]:
+    """The lines of ``text`` (normalised) that state an amount other than zero, each a payment (:data:`_PAYMENT_ROW`, not
+    :data:`_NOT_A_PAYMENT`) or else a charge of its first amount: their starts, and the payments and the charges summed
+    up to each (``[0, first line's, first two lines', ...]``)."""
+    starts: list[int] = []
+    paid, charged = [0.0], [0.0]
+    for a, b in _lines(text):
+        amounts = [abs(x) for x in parse_amounts(text[a:b], bare=True) if x != 0][:1]
+        if amounts:
+            payment = _PAYMENT_ROW.match(text, a) is not None and _NOT_A_PAYMENT.search(text, a, b) is None
+            starts.append(a)
+            paid.append(paid[-1] + (amounts[0] if payment else 0.0))
+            charged.append(charged[-1] + (0.0 if payment else amounts[0]))
+    return starts, paid, charged
 
 
 #: A note under a table or a list, on a line of its own: "Note: ...", "NB ...", "* ...", "Update (May 6): ...", "Remarks: ...".
-_NOTE_START = re.compile(_ocr_tolerant(r"[ \t]*(?:\*+|notes?\b|n\.? ?b\b\.?|updated?\b|updates\b|remarks?\b|comments?\b|footnote\b)"))
+_NOTE_START = re.compile(_ocr_tolerant(r"[ \t]*(?:\*(?!\*)|notes?\b|n\.? ?b\b\.?|updated?\b|updates\b|remarks?\b|comments?\b|footnote\b)"))
 _NOTE_LINE = re.compile(r"(?m)^" + _NOTE_START.pattern)
-#: A note's word for a debt settled since the table was drawn: "2023 arrears paid", "levy settled" (not "unpaid", "paid?").
+#: A note's word for a debt settled since the table was drawn: "2023 arrears paid", "levy settled" (not "unpaid", "paid?");
+#: a debt's only: a lien or a writ paid is still registered until it is discharged.
 _NOTE_PAID = re.compile(_ocr_tolerant(r"(?<![a-z])(?:paid|settled)\b(?! ?\?)"))
+#: A note about another instrument or debt of the same kind: "an earlier lien", "the former owner's writ", "another caveat".
+_ANOTHER = re.compile(_ocr_tolerant(r"\b(?:earlier|former|older|original|another|other|previous|prior|historical|old)\b"))
+#: The number a discharge is registered under, named after its verb: "discharged by 241 332 009", "under no. 242 ...".
+_DISCHARGE_NUMBER_BEFORE = re.compile(r"(?:\bby|\bunder|\bas|\bno\.?|#|discharge)[ :]*$")
+#: ... or in brackets after the verb: "was discharged on June 4 (241 400 118)".
+_DISCHARGE_IN_BRACKETS = re.compile(_ocr_tolerant(r"\b(?:discharged|withdrawn|cancell?ed|removed)\b[^.;()]{0,40}\($"))
 
 
-def _notes_below(text: str, pos: int) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each note (:data:`_NOTE_START`) after ``pos``: its first line and the lines wrapped under it, up to
-    a blank line or the next note."""
-    starts = [m.start() for m in _NOTE_LINE.finditer(text, pos)]
+@lru_cache(maxsize=16)  # read once per chunk, asked once per table row
+def _notes(text: str) -> tuple[tuple[int, int], ...]:
+    """``(start, end)`` of each note (:data:`_NOTE_START`) of ``text``: its first line and the lines wrapped under it, up
+    to a blank line, the next note, or a line of a table (leaders, pipes, column gaps, a registration number)."""
+    starts = [m.start() for m in _NOTE_LINE.finditer(text)]
+    out = []
     for i, lo in enumerate(starts):
-        blank = text.find("\n\n", lo)
-        hi = min(x for x in (blank if blank != -1 else len(text), starts[i + 1] if i + 1 < len(starts) else len(text)))
-        yield lo, hi
+        hi = starts[i + 1] if i + 1 < len(starts) else len(text)
+        first_end = _line_bounds(text, lo)[1]
+        for a, b in _lines(text[first_end + 1:hi]):
+            a, b = a + first_end + 1, b + first_end + 1
+            if a == b or _TABULAR_LINE.search(text, a, b):
+                hi = a - 1 if a > first_end + 1 else first_end
+                break
+        out.append((lo, hi))
+    return tuple(out)
 
 
-def noted_closed(text: str, start: int, end: int, terms: frozenset[str]) -> bool:
+@lru_cache(maxsize=256)
+def _term_lines(text: str, term: str) -> tuple[int, ...]:
+    """The starts of the lines of ``text`` (normalised) where ``term`` occurs."""
+    return tuple(sorted({text.rfind("\n", 0, m.start()) + 1 for m in term_pattern(term).finditer(text)}))
+
+
+def noted_closed(text: str, start: int, end: int, terms: frozenset[str], *, registrable: bool) -> bool:
     """Whether a note below the table row of the mention at ``text[start:end]`` (normalised) says its instrument or debt
-    has since been closed: a sentence of a note after the row (:func:`_notes_below`) names the row's registration number,
-    or a term of the row's kind (``terms``) that the row's line uses and no other line above the note does, and states it
-    closed ("discharged", "withdrawn", "paid in full", or in a note "paid", "settled"), not awaited, negated, conditional
-    or asked ("to be discharged on closing", "discharge requested", "not paid", "discharged?")."""
+    has since been closed: a sentence of a note after the row (:func:`_notes`) names the row's registration number, or a
+    term of the row's kind (``terms``) that the row's line uses and no other line above the note does, and states it
+    closed ("discharged", "withdrawn", "paid in full"; for a debt, not a ``registrable`` instrument, also "paid",
+    "settled"), as a fact and wholly: not awaited, negated, conditional or asked ("to be discharged on closing", "not
+    paid", "discharged?"), not in part or only said (:data:`_NOT_WHOLLY`). A sentence about another instrument of the
+    kind (:data:`_ANOTHER`, another registration number that is not the discharge's, a year or a word the row does not
+    use: :func:`_described_otherwise`) closes nothing."""
     row_lo, row_hi = _line_bounds(text, start)
-    if _NOTE_LINE.search(text, row_hi) is None:
+    notes = [(lo, hi) for lo, hi in _notes(text) if lo > row_hi]
+    if not notes:
         return False  # no note below (most tables)
     own = own_registration(text, start, end)
+    row = text[row_lo:row_hi]
     # the row's own words for it: the terms of its kind that its line uses ("writ", "writ of enforcement")
-    patterns = [p for p in (term_pattern(term) for term in terms) if p.search(text, row_lo, row_hi)]
-    for lo, hi in _notes_below(text, row_hi):
+    words = [term for term in terms if term_pattern(term).search(text, row_lo, row_hi)]
+    for lo, hi in notes:
         # a word of the row names it in a note only when no other line above the note uses that word
-        unique = [p for p in patterns if sum(1 for a, b in _lines(text[:lo]) if p.search(text, a, b)) == 1]
-        bounds = (lo, *[e for e in sentence_ends(text) if lo < e < hi], hi)
+        unique = [term for term in words if _term_lines(text, term)[:1] == (row_lo,) and bisect.bisect_left(_term_lines(text, term), lo) == 1]
+        ends = sentence_ends(text)
+        bounds = (lo, *ends[bisect.bisect_right(ends, lo):bisect.bisect_left(ends, hi)], hi)
+        if _ANOTHER.search(text, lo, hi) or _NOT_WHOLLY.search(text, lo, hi):
+            continue  # "an earlier lien ...", "paid by cheque; the cheque was returned NSF"
         for s_lo, s_hi in zip(bounds, bounds[1:]):
             sentence = text[s_lo:s_hi]
-            names_row = own is not None and own in {_digits(n.group(0)) for n in _REGISTRATION.finditer(sentence)}
-            if not names_row and not any(p.search(sentence) for p in unique):
+            numbers = [(n.start(), _digits(n.group(0))) for n in _REGISTRATION.finditer(sentence)]
+            names_row = own is not None and any(n == own for _, n in numbers)
+            if not names_row and not any(not _described_otherwise(sentence, w.start(), row) for term in unique
+                                         for w in term_pattern(term).finditer(sentence)):
                 continue
+            if any(n != own and not _DISCHARGE_NUMBER_BEFORE.search(sentence[max(0, p - 16):p])
+                   and not _DISCHARGE_IN_BRACKETS.search(sentence[max(0, p - 60):p]) for p, n in numbers):
+                continue  # another instrument's number: "lis pendens 242 412 006 (action on lien 242 310 447) discharged"
+            if any(_described_otherwise(sentence, d.start(), row) for d in _NAMED_DEBT.finditer(sentence)):
+                continue  # another debt: "the 2023 arrears were paid" under 2024 arrears, "the window repair chargeback"
             if any(verdict == "closed" and m.group(0) != "discharges" for m, verdict in _verdicts(text, s_lo, s_hi)):
                 return True
-            if any(_settled_here(text, s_lo + m.start()) and not _asked(text, s_lo + m.end()) for m in _NOTE_PAID.finditer(sentence)):
+            if not registrable and any(_settled_here(text, s_lo + m.start()) and not _asked(text, s_lo + m.end())
+                                       for m in _NOTE_PAID.finditer(sentence)):
                 return True
     return False
 
 
+#: Where a note names a debt or an instrument (what it says of it is read by :func:`_described_otherwise`).
+_NAMED_DEBT = re.compile(_ocr_tolerant(r"\b(?:arrears|penalt(?:y|ies)|levy|levies|assessment|taxes|lien|writ|caveat|instalments?|chargebacks?)\b"))
+#: The words a determiner introduces before a noun: "the drywall lien", "the 2023 window repair chargeback".
+_DETERMINER = re.compile(r"the|a|an|this|that|its|their|our|his|her")
+_NOUN_PHRASE_BEFORE = re.compile(r"\b(?:" + _DETERMINER.pattern + r")((?: [\w'-]+){1,4}) $")
+
+
+def _described_otherwise(sentence: str, pos: int, row: str) -> bool:
+    """Whether the noun at ``sentence[pos:]`` is described by a word the table row ``row`` does not use: a word its
+    determiner introduces ("the window repair chargeback") or the year written before it ("2023 arrears")."""
+    m = _NOUN_PHRASE_BEFORE.search(sentence, max(0, pos - 60), pos)
+    words = m.group(1).split() if m else []
+    while _DETERMINER.fullmatch(" ".join(words[:1])):  # "that the 2024 arrears": the nearest determiner's words
+        words = words[1:]
+    year = _debt_year(sentence, pos)
+    if year is not None:
+        words.append(year)
+    return any(w not in row for w in words)
 #: In a note, the term followed by its settlement: "2023 arrears paid", "the levy was since paid", "penalties settled".
 _PAID_AFTER_TERM = re.compile(_ocr_tolerant(r"(?: (?:were|was|have been|has been|had been|since|now|fully|in full))* (?:paid|settled)\b(?! ?\?)"))
 
 
 def paid_in_its_note(text: str, start: int, end: int) -> bool:
     """Whether the mention at ``text[start:end]`` (normalised) is in a note (a line opening as :data:`_NOTE_START` does)
-    that says it was since paid ("Note: updated certificate confirms 2023 arrears paid")."""
-    return _PAID_AFTER_TERM.match(text, end) is not None and _NOTE_START.match(text, _line_bounds(text, start)[0]) is not None
+    that says it was since paid, wholly and as a fact ("Note: updated certificate confirms 2023 arrears paid"; not "paid
+    in part", "the vendor says ... paid")."""
+    if _PAID_AFTER_TERM.match(text, end) is None or _NOTE_START.match(text, _line_bounds(text, start)[0]) is None:
+        return False
+    lo, hi = _sentence_bounds(text, start)
+    return _NOT_WHOLLY.search(text, lo, hi) is None
 
 
 def _lines(text: str) -> Iterator[tuple[int, int]]:
@@ -2138,9 +2300,9 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
     if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
         cue = "account balance nil"
     if cue is None and (status == "no" or _TABULAR_LINE.search(low, *_line_bounds(low, m.start())) is not None) \
-            and noted_closed(low, m.start(), m.end(), _reading(lexicon, t.kind)[1]):
+            and noted_closed(low, m.start(), m.end(), _reading(lexicon, t.kind)[1], registrable=t.kind in _REGISTRABLE):
         cue = "closed in a note below"
-    if cue is None and paid_in_its_note(low, m.start(), m.end()):
+    if cue is None and t.kind not in _REGISTRABLE and paid_in_its_note(low, m.start(), m.end()):
         cue = "paid, says a note"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"

@@ -1939,6 +1939,8 @@ def test_an_accounts_balance_is_read_from_ledgers_and_its_own_labels(text, mater
     ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed in March. Once the holdback is paid, no lien will "
      "remain on the title.", True),
     ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed in March. No lien affects Unit 22.", True),
+    ("Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) against Unit 14. No lien is registered against the title of "
+     "Unit 22.", True),
     ("Writ 232 288 901 (Coastline Capital, $14,900.00) is registered. No caveat currently affects the title.", True),
     ("No lien currently affects the title. Builders' lien 242 310 447 (Kestrel Drywall, $9,200.00) was filed this morning.",
      True),
@@ -1947,3 +1949,46 @@ def test_an_accounts_balance_is_read_from_ledgers_and_its_own_labels(text, mater
 ])
 def test_a_statement_that_the_title_now_carries_none_clears_what_came_before(text, material):
     assert risk_signal(text, LEX, ["title"]).material is material, risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize(("text", "domain"), [
+    # a balance that is not the account's whole balance now
+    ("Roll 2210 5561 - entries, newest first\n2025-08-04  Late penalty ................ 61.15\n"
+     "2025-05-30  Payment - online ............ (3,980.00)\n2025-01-02  Levy ........................ 3,980.00\n"
+     "Opening balance at 2025-01-01 ............ 0.00", "tax"),
+    ("Roll 2210 5561\n2025-08-04  Late penalty ................ 61.15\n2025-05-30  Payment - online ............ (3,980.00)\n"
+     "Balance at 2025-01-01 .................... 0.00", "tax"),  # dated before the entries above it
+    ("Tax arrears (2024) ............ $1,190.40\nUtility account balance ............ $0.00", "tax"),
+    ("Tax arrears at June 1 ......... $2,004.10\nPayment required by July 31 ......... $2,004.10\n"
+     "Current balance ......... $0.00 (2025 levy)", "tax"),
+    ("Arrears of $2,318.40 remain on this roll. Upon payment in full of that sum on closing, the account balance is nil.", "tax"),
+    ("Tax arrears ........ $2,418.40\nVendor's lawyer undertakes payment in full from the proceeds\nBalance owing on closing: $0.00",
+     "tax"),
+    # payments or settlements of another debt
+    ("Mar 1  Tax arrears 2024 ................ 1,845.00\nMar 3  Payment received ............ (1,845.00)\n"
+     "Mar 9  Payment reversed - cheque returned NSF ... 1,845.00\nBalance ........................ 0.00", "tax"),
+    ("2024 arrears .......... $2,480.00\n2023 arrears paid in full 2024-03-08\nCurrent balance ....... $0.00", "tax"),
+    ("Tax Account 4011 7203 (house)   Arrears ...... $2,210.00\nTax Account 4011 7204 (garage)   2025 taxes paid in full\n"
+     "Balance: $0.00", "tax"),
+    # a note about another instrument or debt, a part of it, or only said or awaited
+    (_LIEN_TABLE + "\nNote: an earlier builders' lien (192 004 551) was discharged in 2020.", "title"),
+    (_LIEN_TABLE + "\nNote: the drywall lien was paid by the builder on June 4; discharge not yet registered.", "title"),
+    (_LIEN_TABLE + "\nNote: certificate of lis pendens 242 412 006 (action on lien 242 310 447) was discharged June 4.", "title"),
+    (_LIEN_TABLE + "\nNote: lien 242 310 447 discharged as against the parking stall title on June 4 (242 400 118).", "title"),
+    (_LIEN_TABLE + "* continued from page 1\nHistorical registrations\n192 004 551   Builders' lien - Acme Roofing   discharged 2020",
+     "title"),
+    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
+     "Note: the 2023 arrears were paid in March 2024.", "tax"),
+    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
+     "Note: arrears paid by cheque on Aug 2; the cheque was returned NSF on Aug 9.", "tax"),
+    ("Item                                 Amount      Status\nChargeback - insurance deductible    $5,000.00   Outstanding\n"
+     "Note: the 2023 window repair chargeback was settled in full.", "condo"),
+])
+def test_what_settles_an_account_or_closes_a_row_is_about_that_debt_and_done(text, domain):
+    assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
+
+
+def test_a_note_may_name_the_rows_debt_by_its_year():
+    text = ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
+            "Update: the city confirmed on Aug 2 that the 2024 arrears were paid in full.")
+    assert not risk_signal(text, LEX, ["tax"]).material, risk_signal(text, LEX, ["tax"])
