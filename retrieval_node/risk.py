@@ -1706,58 +1706,6 @@ def _disowned(text: str, kind: str, lexicon: RiskLexicon) -> bool:
     return any(term_pattern(term).search(s) for s in sentences for term in terms)
 
 
-#: A statement that the title being bought carries none of something now: "No writ currently affects the title", "no lien,
-#: writ or caveat is registered against the subject title", "The current title shows no lis pendens or other registration".
-#: Its group 1 or 2 is what it says there is none of; a title named by a unit or lot ("affects Unit 22", "the title of Unit
-#: 22") is not "the" title.
-_CLEAR_TITLE = re.compile(_ocr_tolerant(
-    r"\bno ([a-z' ,/]{2,60}?) (?:(?:is|are) )?(?:currently |now |presently )?(?:affects?|registered (?:against|on)|noted (?:on|against)"
-    r"|shown on|appears? on|remains? on) (?:the|this|our|your|its) (?:subject |current |new |updated )?(?:title|lands?|property)\b"
-    r"(?! (?:of|to|for) (?:(?:the|that) )?(?:unit|suite|lot|parcel|stall|plan)\b)"
-    r"|\b(?:current|updated|new|subject|resulting) title (?:now )?(?:shows|discloses|carries|has|reflects|contains) no "
-    r"([a-z' ,/]{2,60}?)(?= or other\b| registered\b| in (?:his|her|their|its) favou?r|[.;,\n]|$)"))
-#: Such a statement about a time to come or a condition: "once the holdback is paid, no lien will remain on the title".
-_NOT_YET_SO = re.compile(r"\b(?:will|shall|once|if|unless|until|when|upon|should|would|must|can|could|may)\b")
-#: An exception to such a statement: "... other than the seller's mortgage", "except caveat 182 ...".
-_SAVE_FOR = re.compile(r"\b(?:other than|except|excepting|save(?: for)?|but for|apart from|besides)\b")
-
-
-def title_clear_of(text: str, start: int, end: int, terms: frozenset[str]) -> bool:
-    """Whether, after the mention at ``text[start:end]`` (normalised), the text states that the title being bought now
-    carries none of it (:data:`_CLEAR_TITLE`): what it says there is none of names a term of the mention's kind, or a
-    registrable term inside the mention's own words ("no lien" for a builders' lien, "no writ" for a writ of
-    enforcement). Not when the statement makes an exception ("other than ..."), speaks of a time to come or a condition
-    ("once ... no lien will remain", "not yet"), or the text says something is on the title ("... registered against the
-    title", "remains on the title")."""
-    if text.find("no ", end) == -1:
-        return False  # both forms say "no ..."
-    for m in _CLEAR_TITLE.finditer(text, end):
-        what = m.group(1) or m.group(2) or ""
-        lo, hi = _sentence_bounds(text, m.start())
-        if _SAVE_FOR.search(text, m.end(), hi) or _AWAITED_REGISTRATION.search(text[lo:hi]) or _NOT_YET_SO.search(text, lo, m.end()):
-            continue
-        if any(term_pattern(term).search(what) for term in terms):
-            break
-    else:
-        return False
-    return not any(not re.search(r"\bnot\s+(?:been\s+)?$", text[max(0, o.start() - 12):o.start()]) for o in _ON_TITLE.finditer(text))
-
-
-def _title_words(lexicon: RiskLexicon, t: RiskTerm) -> frozenset[str]:
-    """The words that name what a mention of ``t`` is: the terms of its kind, and the registrable terms inside its own words
-    ("lien" in "builders' lien", "writ" in "writ of enforcement")."""
-    hit = _TITLE_WORDS.get((id(lexicon), t.term))
-    if hit is None or hit[0] is not lexicon:
-        inside = {x.term for spec in lexicon.domains.values() for x in spec.terms
-                  if x.kind in _REGISTRABLE and x.term != t.term and term_pattern(x.term).search(t.term.lower())}
-        hit = _TITLE_WORDS.put((id(lexicon), t.term), (lexicon, frozenset(_reading(lexicon, t.kind)[1]) | inside))  # type: ignore[index]
-    return hit[1]
-
-
-#: (id of a lexicon, term) -> (that lexicon, :func:`_title_words` of the term): the entry keeps the lexicon alive
-_TITLE_WORDS: BoundedCache[tuple[int, str], tuple[RiskLexicon, frozenset[str]]] = BoundedCache(512)
-
-
 def _named_in_body(text: str, span: tuple[int, int]) -> frozenset[str]:
     """Registration numbers a discharge copy names as what it clears: in its body's first sentences (not rows below)."""
     lo, hi = span
@@ -1949,19 +1897,28 @@ _SETTLED_IN_FULL = re.compile(_ocr_tolerant(r"\b(?:paid in full|payment in full|
 _NOT_WHOLLY = re.compile(_ocr_tolerant(r"\b(?:in part|partly|partial(?:ly)?|only|as to|as against|says?|said|advises?|advised|claims?|according to"
                                        r"|expected|anticipated|returned|nsf|agreement|arrangement|promised?|undertak\w*|will|once|upon)\b"))
 #: A ledger line recording a payment: its label opens with the payment ("Payment received ....", "2025-06-28  Payment -
-#: cheque", "Payments: $3,734.29", "Receipt 24-55120"); not a payment demanded, reversed or returned.
-_PAYMENT_ROW = re.compile(_ocr_tolerant(r"^[ \t]*(?:[0-9/.,-]+ *|[a-z]{3}\.? \d{1,2},? (?:\d{4} )?)*(?:payments?|paid|receipt|received|credit)\b"), re.M)
-_NOT_A_PAYMENT = re.compile(_ocr_tolerant(r"\b(?:required|due|demand\w*|reversed|reversal|returned|nsf|dishonou?red|agreement|plan|penalty|charge)\b"))
+#: cheque", "Payments: $3,734.29", "Receipt 24-55120"); not a payment demanded, reversed or returned, nor one still to
+#: clear or to come ("from sale proceeds on closing", "post-dated cheque", "held in trust", "first withdrawal scheduled").
+_PAYMENT_ROW = re.compile(_ocr_tolerant(r"^[ \t]*(?:[0-9/.,-]+ *|[a-z]{3}\.? \d{1,2},? (?:\d{4} )?)*(?:payments?|paid|receipt|received)\b"), re.M)
+_NOT_A_PAYMENT = re.compile(_ocr_tolerant(r"\b(?:required|due|demand\w*|reversed|reversal|returned|nsf|dishonou?red|agreement|plan|penalty|charge"
+                                          r"|closing|proceeds|post-?dated|pending|held|hold|stop payment|scheduled|in trust|remit\w*|to be"
+                                          r"|tipp|clearance|not (?:yet )?cleared|defer\w*)\b"))
 #: An account named by its number: "Roll 1102-774", "roll no. 40 117 203", "Tax Account 4011 7203", "Account #0081 442 907",
 #: or a lot or parcel: which account a statement is about.
 _ACCOUNT_NUMBER = re.compile(r"\b(?:roll|account|acct)(?: no\.?| number| #|#)?:? ?(\d[\d -]{2,14}\d)|\b(?:lot|parcel)s? (\d[\w-]{0,5}|[a-z])\b")
 #: A year written just before a debt ("2023 arrears", "July 2025 penalty", "the 2022 special levy"): which debt it is.
 _DEBT_YEAR = re.compile(r"\b((?:19|20)\d{2})(?: [a-z]+)?(?: (?:tax(?:es)?|property tax))? ?$")
+_DEBT_YEAR_AFTER = re.compile(r"[a-z' ]{0,24}?(?: (?:for|of|from)(?: the year)? | ?\()((?:19|20)\d{2})\b")
 
 
 def _debt_year(text: str, start: int) -> str | None:
+    """The year written just before the debt at ``start`` ("2023 arrears") or just after its word ("arrears for 2023",
+    "arrears (2023)")."""
     m = _DEBT_YEAR.search(text, max(0, start - 24), start)
-    return m.group(1) if m else None
+    if m:
+        return m.group(1)
+    after = _DEBT_YEAR_AFTER.match(text, start)
+    return after.group(1) if after else None
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
@@ -2049,7 +2006,7 @@ def account_settled(text: str, start: int, end: int) -> bool:
     i, j = bisect.bisect_right(starts, line_hi), bisect.bisect_left(starts, stop)
     if j <= i:
         return False
-    return paid_to[j] - paid_to[i] >= first[0] + charged_to[j] - charged_to[i]
+    return paid_to[j] - paid_to[i] >= round(first[0] * 100) + charged_to[j] - charged_to[i]
 
 
 @lru_cache(maxsize=16)
@@ -2070,19 +2027,20 @@ def _said_paid(text: str, words: str) -> tuple[tuple[int, int], ...]:
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
-def _ledger(text: str) -> tuple[list[int], list[float], list[float]]:
+def _ledger(text: str) -> tuple[list[int], list[int], list[int]]:
     """The lines of ``text`` (normalised) that state an amount other than zero, each a payment (:data:`_PAYMENT_ROW`, not
     :data:`_NOT_A_PAYMENT`) or else a charge of its first amount: their starts, and the payments and the charges summed
-    up to each (``[0, first line's, first two lines', ...]``)."""
+    up to each, in cents (``[0, first line's, first two lines', ...]``)."""
     starts: list[int] = []
-    paid, charged = [0.0], [0.0]
+    paid, charged = [0], [0]
     for a, b in _lines(text):
         amounts = [abs(x) for x in parse_amounts(text[a:b], bare=True) if x != 0][:1]
         if amounts:
             payment = _PAYMENT_ROW.match(text, a) is not None and _NOT_A_PAYMENT.search(text, a, b) is None
+            cents = round(amounts[0] * 100)  # summed in cents: 2,318.40 + 231.84 is 2,550.24 exactly
             starts.append(a)
-            paid.append(paid[-1] + (amounts[0] if payment else 0.0))
-            charged.append(charged[-1] + (0.0 if payment else amounts[0]))
+            paid.append(paid[-1] + (cents if payment else 0))
+            charged.append(charged[-1] + (0 if payment else cents))
     return starts, paid, charged
 
 
@@ -2094,8 +2052,17 @@ _NOTE_LINE = re.compile(r"(?m)^" + _NOTE_START.pattern)
 _NOTE_PAID = re.compile(_ocr_tolerant(r"(?<![a-z])(?:paid|settled)\b(?! ?\?)"))
 #: A note about another instrument or debt of the same kind: "an earlier lien", "the former owner's writ", "another caveat".
 _ANOTHER = re.compile(_ocr_tolerant(r"\b(?:earlier|former|older|original|another|other|previous|prior|historical|old)\b"))
-#: The number a discharge is registered under, named after its verb: "discharged by 241 332 009", "under no. 242 ...".
-_DISCHARGE_NUMBER_BEFORE = re.compile(r"(?:\bby|\bunder|\bas|\bno\.?|#|discharge)[ :]*$")
+#: The number a discharge is registered under, named right after its verb: "discharged by 241 332 009", "discharge
+#: registered as no. 242 ...", "discharged June 4 by 242 500 771" (not "re-registered under 242 400 118").
+_DISCHARGE_NUMBER_BEFORE = re.compile(_ocr_tolerant(r"\b(?:discharged|withdrawn|cancell?ed|removed|discharge)(?: (?:registered|filed))?")
+                                      + r"(?: (?:on )?(?:[a-z]{3,9}\.? \d{1,2}(?:,? \d{4})?|\d{4}-\d{2}-\d{2}))?"
+                                      + r"(?: (?:by|under|as|in|no\.?|number|#))*[ :.#]*$")
+#: In a note, what leaves the row open after all: an error undone, a fresh registration, a payment that did not clear or
+#: covers a part ("discharged in error", "reinstated", "a fresh lien", "rejected by Land Titles", "has not yet cleared",
+#: "paid down to $412.15", "paid to June 30", "still owing", "instalments continue").
+_NOTE_NOT_WHOLLY = re.compile(_ocr_tolerant(
+    r"\b(?:in error|reinstated|re-?registered|re-?filed|re-?instated|fresh|new|rejected|bounced|dishonou?red|not (?:yet )?cleared"
+    r"|to date|down to|paid (?:up )?to (?:[a-z]+ \d|\d)|still|continues?|due|remain\w*|outstanding|owing)\b"))
 #: ... or in brackets after the verb: "was discharged on June 4 (241 400 118)".
 _DISCHARGE_IN_BRACKETS = re.compile(_ocr_tolerant(r"\b(?:discharged|withdrawn|cancell?ed|removed)\b[^.;()]{0,40}\($"))
 
@@ -2130,7 +2097,8 @@ def noted_closed(text: str, start: int, end: int, terms: frozenset[str], *, regi
     term of the row's kind (``terms``) that the row's line uses and no other line above the note does, and states it
     closed ("discharged", "withdrawn", "paid in full"; for a debt, not a ``registrable`` instrument, also "paid",
     "settled"), as a fact and wholly: not awaited, negated, conditional or asked ("to be discharged on closing", "not
-    paid", "discharged?"), not in part or only said (:data:`_NOT_WHOLLY`). A sentence about another instrument of the
+    paid", "discharged?"), not in part, only said, undone or not yet cleared (:data:`_NOT_WHOLLY`,
+    :data:`_NOTE_NOT_WHOLLY`, in the whole note). A sentence about another instrument of the
     kind (:data:`_ANOTHER`, another registration number that is not the discharge's, a year or a word the row does not
     use: :func:`_described_otherwise`) closes nothing."""
     row_lo, row_hi = _line_bounds(text, start)
@@ -2146,8 +2114,8 @@ def noted_closed(text: str, start: int, end: int, terms: frozenset[str], *, regi
         unique = [term for term in words if _term_lines(text, term)[:1] == (row_lo,) and bisect.bisect_left(_term_lines(text, term), lo) == 1]
         ends = sentence_ends(text)
         bounds = (lo, *ends[bisect.bisect_right(ends, lo):bisect.bisect_left(ends, hi)], hi)
-        if _ANOTHER.search(text, lo, hi) or _NOT_WHOLLY.search(text, lo, hi):
-            continue  # "an earlier lien ...", "paid by cheque; the cheque was returned NSF"
+        if _ANOTHER.search(text, lo, hi) or _NOT_WHOLLY.search(text, lo, hi) or _NOTE_NOT_WHOLLY.search(text, lo, hi):
+            continue  # "an earlier lien ...", "paid by cheque; the cheque was returned NSF", "discharged in error"
         for s_lo, s_hi in zip(bounds, bounds[1:]):
             sentence = text[s_lo:s_hi]
             numbers = [(n.start(), _digits(n.group(0))) for n in _REGISTRATION.finditer(sentence)]
@@ -2155,7 +2123,7 @@ def noted_closed(text: str, start: int, end: int, terms: frozenset[str], *, regi
             if not names_row and not any(not _described_otherwise(sentence, w.start(), row) for term in unique
                                          for w in term_pattern(term).finditer(sentence)):
                 continue
-            if any(n != own and not _DISCHARGE_NUMBER_BEFORE.search(sentence[max(0, p - 16):p])
+            if any(n != own and not _DISCHARGE_NUMBER_BEFORE.search(sentence[max(0, p - 40):p])
                    and not _DISCHARGE_IN_BRACKETS.search(sentence[max(0, p - 60):p]) for p, n in numbers):
                 continue  # another instrument's number: "lis pendens 242 412 006 (action on lien 242 310 447) discharged"
             if any(_described_otherwise(sentence, d.start(), row) for d in _NAMED_DEBT.finditer(sentence)):
@@ -2197,7 +2165,7 @@ def paid_in_its_note(text: str, start: int, end: int) -> bool:
     if _PAID_AFTER_TERM.match(text, end) is None or _NOTE_START.match(text, _line_bounds(text, start)[0]) is None:
         return False
     lo, hi = _sentence_bounds(text, start)
-    return _NOT_WHOLLY.search(text, lo, hi) is None
+    return _NOT_WHOLLY.search(text, lo, hi) is None and _NOTE_NOT_WHOLLY.search(text, lo, hi) is None
 
 
 def _lines(text: str) -> Iterator[tuple[int, int]]:
@@ -2295,8 +2263,6 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "the purchaser's own caveat"
     if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
         cue = "not on this title"
-    if cue is None and t.kind in _REGISTRABLE and title_clear_of(low, m.start(), m.end(), _title_words(lexicon, t)):
-        cue = "the title now clear of it"
     if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
         cue = "account balance nil"
     if cue is None and (status == "no" or _TABULAR_LINE.search(low, *_line_bounds(low, m.start())) is not None) \
