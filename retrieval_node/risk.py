@@ -92,7 +92,7 @@ _OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00
 @lru_cache(maxsize=64)  # a chunk is read under each risk setting of the profiles in turn (precompute, rankers)
 def normalise_ocr(text: str) -> str:
     """Lower-case, join words hyphenated across line breaks, unify apostrophes, read scan specks as spaces, repair OCR
-    letters inside numbers and digits inside words.
+    letters inside numbers and digits inside words, and read "nll" / "nli" (a scan's "NlL") as nil.
 
     A run of spaces becomes one space, or two where there were several (the column gap of a table row
     stays visible); a blank line stays one blank line (the end of a paragraph or a table); other line
@@ -118,7 +118,7 @@ _EDGE_ZERO = re.compile(r"(?<![a-z0-9'.,$-])0(?=[a-z]+(?![a-z0-9.,]))|(?<![a-z0-
 
 
 #: "nil" read with an l or an I for its letters ("NlL", "N1L", "NIl" lower-cased): a word of its own, so no other word changes
-_OCR_NIL = re.compile(r"(?<![a-z0-9])nl[il](?![a-z0-9])")
+_OCR_NIL = re.compile(r"(?<![a-z0-9])nl[il](?![a-z0-9])(?! ?\d[a-z]\d)")  # not a postal code's "N1L 3G5"
 
 
 def _repair_letters(low: str) -> str:
@@ -1885,6 +1885,8 @@ _ACCOUNT_BALANCE_PROSE = re.compile(r"\b(?:the|your|this) (?:tax )?(?:account|ro
 _ISO_DATE = re.compile(r"\b(?:19|20)\d{2}-[01]\d-[0-3]\d\b")
 #: A balance said of one part of the account after its figure: "Amount due: nil (2025 taxes)", "$0.00 - current levy".
 _ONE_PART = re.compile(r"\b(?:levy|levies|instal+ments?|monthly|taxes|tax year|year|current|(?:19|20)\d{2})\b")
+#: A balance only reported or conditional: "the vendor's lawyer has told us that ...", "subject to cheque 1182 clearing".
+_SAID = re.compile(_ocr_tolerant(r"\b(?:told|tells|informed|represents?|represented|reportedly|understand|believe|subject to|provided|assum\w*)\b"))
 #: What makes a balance one still to come: "Balance owing on closing", "upon payment ... the balance is nil", "projected".
 _BALANCE_TO_COME = re.compile(_ocr_tolerant(r"\b(?:closing|upon|once|after|when|if|will|would|undertak\w*|proceeds|expected|projected|estimated|before)\b"))
 #: A debt settled in full, in the past: "paid in full", "payment in full", "reversed", "cancelled", "written off",
@@ -1892,33 +1894,12 @@ _BALANCE_TO_COME = re.compile(_ocr_tolerant(r"\b(?:closing|upon|once|after|when|
 _SETTLED_IN_FULL = re.compile(_ocr_tolerant(r"\b(?:paid in full|payment in full|paid off|fully paid|reversed|cancell?ed|cancellation"
                                             r"|written off|redeemed|removed from)\b"))
 #: A settling word that only covers part, or is only said or awaited: "paid in part", "partly", "as to unit 12 only",
-#: "discharged as against this parcel",
-#: "the vendor says", "cheque returned NSF", "payment agreement", "expected in July".
+#: "discharged as against this parcel", "the vendor says", "cheque returned NSF", "payment agreement", "expected in July".
 _NOT_WHOLLY = re.compile(_ocr_tolerant(r"\b(?:in part|partly|partial(?:ly)?|only|as to|as against|says?|said|advises?|advised|claims?|according to"
                                        r"|expected|anticipated|returned|nsf|agreement|arrangement|promised?|undertak\w*|will|once|upon)\b"))
-#: A ledger line recording a payment: its label opens with the payment ("Payment received ....", "2025-06-28  Payment -
-#: cheque", "Payments: $3,734.29", "Receipt 24-55120"); not a payment demanded, reversed or returned, nor one still to
-#: clear or to come ("from sale proceeds on closing", "post-dated cheque", "held in trust", "first withdrawal scheduled").
-_PAYMENT_ROW = re.compile(_ocr_tolerant(r"^[ \t]*(?:[0-9/.,-]+ *|[a-z]{3}\.? \d{1,2},? (?:\d{4} )?)*(?:payments?|paid|receipt|received)\b"), re.M)
-_NOT_A_PAYMENT = re.compile(_ocr_tolerant(r"\b(?:required|due|demand\w*|reversed|reversal|returned|nsf|dishonou?red|agreement|plan|penalty|charge"
-                                          r"|closing|proceeds|post-?dated|pending|held|hold|stop payment|scheduled|in trust|remit\w*|to be"
-                                          r"|tipp|clearance|not (?:yet )?cleared|defer\w*)\b"))
 #: An account named by its number: "Roll 1102-774", "roll no. 40 117 203", "Tax Account 4011 7203", "Account #0081 442 907",
 #: or a lot or parcel: which account a statement is about.
 _ACCOUNT_NUMBER = re.compile(r"\b(?:roll|account|acct)(?: no\.?| number| #|#)?:? ?(\d[\d -]{2,14}\d)|\b(?:lot|parcel)s? (\d[\w-]{0,5}|[a-z])\b")
-#: A year written just before a debt ("2023 arrears", "July 2025 penalty", "the 2022 special levy"): which debt it is.
-_DEBT_YEAR = re.compile(r"\b((?:19|20)\d{2})(?: [a-z]+)?(?: (?:tax(?:es)?|property tax))? ?$")
-_DEBT_YEAR_AFTER = re.compile(r"[a-z' ]{0,24}?(?: (?:for|of|from)(?: the year)? | ?\()((?:19|20)\d{2})\b")
-
-
-def _debt_year(text: str, start: int) -> str | None:
-    """The year written just before the debt at ``start`` ("2023 arrears") or just after its word ("arrears for 2023",
-    "arrears (2023)")."""
-    m = _DEBT_YEAR.search(text, max(0, start - 24), start)
-    if m:
-        return m.group(1)
-    after = _DEBT_YEAR_AFTER.match(text, start)
-    return after.group(1) if after else None
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
@@ -1941,7 +1922,8 @@ def _account_balances(text: str) -> tuple[tuple[int, str], ...]:
         found.append((m.start(), verdict))
     for m in _ACCOUNT_BALANCE_PROSE.finditer(text):
         lo, hi = _sentence_bounds(text, m.start())
-        found.append((m.start(), "positive" if _BALANCE_TO_COME.search(text, lo, hi) else _cell_verdict(m.group(1))))
+        hearsay = _BALANCE_TO_COME.search(text, lo, hi) or _NOT_WHOLLY.search(text, lo, hi) or _SAID.search(text, lo, hi)
+        found.append((m.start(), "positive" if hearsay else _cell_verdict(m.group(1))))
     return tuple(sorted((pos, v) for pos, v in found if v is not None))
 
 
@@ -1970,211 +1952,41 @@ def _wholly_settled(text: str, pos: int, end: int) -> bool:
 
 def account_settled(text: str, start: int, end: int) -> bool:
     """Whether the debt mentioned at ``text[start:end]`` (normalised) was settled, by the account's own statement: the
-    text's last statement of the account's whole balance comes after the mention and is nil now ("Current balance:
-    $0.00", "the account balance is now nil"), the text names at most one account, and
-
-    * the mention's own sentence settles it in full ("the July penalty of $261.40 was reversed"), or a later sentence does
-      in the mention's own words and for no other year ("arrears and penalties paid in full"; not "2023 arrears paid"
-      for 2024 arrears), wholly and as a fact (:func:`_wholly_settled`); or
-    * the ledger's payments between the mention and the balance cover the mention's amount and every charge after it.
-
-    A zero balance alone does not settle a debt stated with its amount: a "balance" may be one year's levy, with arrears
-    owing beside it."""
+    mention's own clause settles it in full ("the July penalty of $261.40 was reversed", "payment in full of all arrears",
+    wholly and as a fact: :func:`_wholly_settled`; a table row's own line only, a clause up to "but", "although", ...),
+    the text's last statement of the account's whole balance comes after the mention and is nil now ("Current balance:
+    $0.00", "the account balance is now nil"), nothing after that statement undoes or qualifies it (:data:`_UNDONE`),
+    and the text names at most one account. A zero balance alone settles nothing: a "balance" may be one year's levy,
+    with arrears owing beside it; nor do payments elsewhere in the text."""
     balances = _account_balances(text)
     if not balances or balances[-1][1] != "zero" or balances[-1][0] < end or _accounts_named(text) > 1:
         return False
-    stop = balances[-1][0]
-    lo, hi = _sentence_bounds(text, start)
-    if any(_wholly_settled(text, lo + m.start(), lo + m.end()) for m in _SETTLED_IN_FULL.finditer(text[lo:hi])):
-        return True
-    words, year = text[start:end], _debt_year(text, start)
-    settling = _settling_words(text)
-    for m_start, m_end in settling[bisect.bisect_left(settling, (hi, 0)):bisect.bisect_left(settling, (stop, 0))]:
-        s_lo, s_hi = _sentence_bounds(text, m_start)
-        named = [w.start() for w in re.finditer(re.escape(words), text[s_lo:s_hi])]
-        if named and _wholly_settled(text, m_start, m_end) and all(_debt_year(text, s_lo + w) in (None, year) for w in named):
-            return True
-    for at, said_end in _said_paid(text, words):  # "... The 2022 arrears paid 2023-06-14 by the owner."
-        if lo <= at < stop and _debt_year(text, at) in (None, year) and _wholly_settled(text, said_end - 1, said_end):
-            return True
-    # a ledger: the payments below the mention's line cover its amount and every charge booked after it
-    line_lo, line_hi = _line_bounds(text, start)
-    first = [a for a in parse_amounts(text[line_lo:line_hi], bare=True) if a > 0][:1]
-    if not first:
-        return False
-    starts, paid_to, charged_to = _ledger(text)
-    i, j = bisect.bisect_right(starts, line_hi), bisect.bisect_left(starts, stop)
-    if j <= i:
-        return False
-    return paid_to[j] - paid_to[i] >= round(first[0] * 100) + charged_to[j] - charged_to[i]
+    if _UNDONE.search(text, balances[-1][0]):
+        return False  # "0.00 *  ... * provided cheque 1182 clears", "the cheque was returned; the balance does not reflect it"
+    lo, hi = _clause_bounds(text, start)
+    return any(_wholly_settled(text, lo + m.start(), lo + m.end()) for m in _SETTLED_IN_FULL.finditer(text[lo:hi]))
 
 
-@lru_cache(maxsize=16)
-def _settling_words(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each :data:`_SETTLED_IN_FULL` word of ``text``, in order."""
-    return [m.span() for m in _SETTLED_IN_FULL.finditer(text)]
+def _clause_bounds(text: str, pos: int) -> tuple[int, int]:
+    """The clause of ``pos``: a table row's line, or its sentence cut at "but", "although", "however", "except", a
+    semicolon ("the penalty was reversed, but arrears of $2,318.40 remain owing")."""
+    lo, hi = _line_bounds(text, pos)
+    if not _TABULAR_LINE.search(text, lo, hi):
+        lo, hi = _sentence_bounds(text, pos)
+    for m in _CLAUSE_TURN.finditer(text, lo, hi):
+        if m.end() <= pos:
+            lo = m.end()
+        elif m.start() >= pos:
+            return lo, m.start()
+    return lo, hi
 
 
-@lru_cache(maxsize=64)
-def _said_paid(text: str, words: str) -> tuple[tuple[int, int], ...]:
-    """``(start of the words, end of "paid")`` wherever ``words`` are followed by their settlement (:data:`_PAID_AFTER_TERM`)."""
-    out = []
-    for w in re.finditer(re.escape(words), text):
-        said = _PAID_AFTER_TERM.match(text, w.end())
-        if said is not None:
-            out.append((w.start(), said.end()))
-    return tuple(out)
-
-
-@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
-def _ledger(text: str) -> tuple[list[int], list[int], list[int]]:
-    """The lines of ``text`` (normalised) that state an amount other than zero, each a payment (:data:`_PAYMENT_ROW`, not
-    :data:`_NOT_A_PAYMENT`) or else a charge of its first amount: their starts, and the payments and the charges summed
-    up to each, in cents (``[0, first line's, first two lines', ...]``)."""
-    starts: list[int] = []
-    paid, charged = [0], [0]
-    for a, b in _lines(text):
-        amounts = [abs(x) for x in parse_amounts(text[a:b], bare=True) if x != 0][:1]
-        if amounts:
-            payment = _PAYMENT_ROW.match(text, a) is not None and _NOT_A_PAYMENT.search(text, a, b) is None
-            cents = round(amounts[0] * 100)  # summed in cents: 2,318.40 + 231.84 is 2,550.24 exactly
-            starts.append(a)
-            paid.append(paid[-1] + (cents if payment else 0))
-            charged.append(charged[-1] + (0 if payment else cents))
-    return starts, paid, charged
-
-
-#: A note under a table or a list, on a line of its own: "Note: ...", "NB ...", "* ...", "Update (May 6): ...", "Remarks: ...".
-_NOTE_START = re.compile(_ocr_tolerant(r"[ \t]*(?:\*(?!\*)|notes?\b|n\.? ?b\b\.?|updated?\b|updates\b|remarks?\b|comments?\b|footnote\b)"))
-_NOTE_LINE = re.compile(r"(?m)^" + _NOTE_START.pattern)
-#: A note's word for a debt settled since the table was drawn: "2023 arrears paid", "levy settled" (not "unpaid", "paid?");
-#: a debt's only: a lien or a writ paid is still registered until it is discharged.
-_NOTE_PAID = re.compile(_ocr_tolerant(r"(?<![a-z])(?:paid|settled)\b(?! ?\?)"))
-#: A note about another instrument or debt of the same kind: "an earlier lien", "the former owner's writ", "another caveat".
-_ANOTHER = re.compile(_ocr_tolerant(r"\b(?:earlier|former|older|original|another|other|previous|prior|historical|old)\b"))
-#: The number a discharge is registered under, named right after its verb: "discharged by 241 332 009", "discharge
-#: registered as no. 242 ...", "discharged June 4 by 242 500 771" (not "re-registered under 242 400 118").
-_DISCHARGE_NUMBER_BEFORE = re.compile(_ocr_tolerant(r"\b(?:discharged|withdrawn|cancell?ed|removed|discharge)(?: (?:registered|filed))?")
-                                      + r"(?: (?:on )?(?:[a-z]{3,9}\.? \d{1,2}(?:,? \d{4})?|\d{4}-\d{2}-\d{2}))?"
-                                      + r"(?: (?:by|under|as|in|no\.?|number|#))*[ :.#]*$")
-#: In a note, what leaves the row open after all: an error undone, a fresh registration, a payment that did not clear or
-#: covers a part ("discharged in error", "reinstated", "a fresh lien", "rejected by Land Titles", "has not yet cleared",
-#: "paid down to $412.15", "paid to June 30", "still owing", "instalments continue").
-_NOTE_NOT_WHOLLY = re.compile(_ocr_tolerant(
-    r"\b(?:in error|reinstated|re-?registered|re-?filed|re-?instated|fresh|new|rejected|bounced|dishonou?red|not (?:yet )?cleared"
-    r"|to date|down to|paid (?:up )?to (?:[a-z]+ \d|\d)|still|continues?|due|remain\w*|outstanding|owing)\b"))
-#: ... or in brackets after the verb: "was discharged on June 4 (241 400 118)".
-_DISCHARGE_IN_BRACKETS = re.compile(_ocr_tolerant(r"\b(?:discharged|withdrawn|cancell?ed|removed)\b[^.;()]{0,40}\($"))
-
-
-@lru_cache(maxsize=16)  # read once per chunk, asked once per table row
-def _notes(text: str) -> tuple[tuple[int, int], ...]:
-    """``(start, end)`` of each note (:data:`_NOTE_START`) of ``text``: its first line and the lines wrapped under it, up
-    to a blank line, the next note, or a line of a table (leaders, pipes, column gaps, a registration number)."""
-    starts = [m.start() for m in _NOTE_LINE.finditer(text)]
-    out = []
-    for i, lo in enumerate(starts):
-        hi = starts[i + 1] if i + 1 < len(starts) else len(text)
-        first_end = _line_bounds(text, lo)[1]
-        for a, b in _lines(text[first_end + 1:hi]):
-            a, b = a + first_end + 1, b + first_end + 1
-            if a == b or _TABULAR_LINE.search(text, a, b):
-                hi = a - 1 if a > first_end + 1 else first_end
-                break
-        out.append((lo, hi))
-    return tuple(out)
-
-
-@lru_cache(maxsize=256)
-def _term_lines(text: str, term: str) -> tuple[int, ...]:
-    """The starts of the lines of ``text`` (normalised) where ``term`` occurs."""
-    return tuple(sorted({text.rfind("\n", 0, m.start()) + 1 for m in term_pattern(term).finditer(text)}))
-
-
-def noted_closed(text: str, start: int, end: int, terms: frozenset[str], *, registrable: bool) -> bool:
-    """Whether a note below the table row of the mention at ``text[start:end]`` (normalised) says its instrument or debt
-    has since been closed: a sentence of a note after the row (:func:`_notes`) names the row's registration number, or a
-    term of the row's kind (``terms``) that the row's line uses and no other line above the note does, and states it
-    closed ("discharged", "withdrawn", "paid in full"; for a debt, not a ``registrable`` instrument, also "paid",
-    "settled"), as a fact and wholly: not awaited, negated, conditional or asked ("to be discharged on closing", "not
-    paid", "discharged?"), not in part, only said, undone or not yet cleared (:data:`_NOT_WHOLLY`,
-    :data:`_NOTE_NOT_WHOLLY`, in the whole note). A sentence about another instrument of the
-    kind (:data:`_ANOTHER`, another registration number that is not the discharge's, a year or a word the row does not
-    use: :func:`_described_otherwise`) closes nothing."""
-    row_lo, row_hi = _line_bounds(text, start)
-    notes = [(lo, hi) for lo, hi in _notes(text) if lo > row_hi]
-    if not notes:
-        return False  # no note below (most tables)
-    own = own_registration(text, start, end)
-    row = text[row_lo:row_hi]
-    # the row's own words for it: the terms of its kind that its line uses ("writ", "writ of enforcement")
-    words = [term for term in terms if term_pattern(term).search(text, row_lo, row_hi)]
-    for lo, hi in notes:
-        # a word of the row names it in a note only when no other line above the note uses that word
-        unique = [term for term in words if _term_lines(text, term)[:1] == (row_lo,) and bisect.bisect_left(_term_lines(text, term), lo) == 1]
-        ends = sentence_ends(text)
-        bounds = (lo, *ends[bisect.bisect_right(ends, lo):bisect.bisect_left(ends, hi)], hi)
-        if _ANOTHER.search(text, lo, hi) or _NOT_WHOLLY.search(text, lo, hi) or _NOTE_NOT_WHOLLY.search(text, lo, hi):
-            continue  # "an earlier lien ...", "paid by cheque; the cheque was returned NSF", "discharged in error"
-        for s_lo, s_hi in zip(bounds, bounds[1:]):
-            sentence = text[s_lo:s_hi]
-            numbers = [(n.start(), _digits(n.group(0))) for n in _REGISTRATION.finditer(sentence)]
-            names_row = own is not None and any(n == own for _, n in numbers)
-            if not names_row and not any(not _described_otherwise(sentence, w.start(), row) for term in unique
-                                         for w in term_pattern(term).finditer(sentence)):
-                continue
-            if any(n != own and not _DISCHARGE_NUMBER_BEFORE.search(sentence[max(0, p - 40):p])
-                   and not _DISCHARGE_IN_BRACKETS.search(sentence[max(0, p - 60):p]) for p, n in numbers):
-                continue  # another instrument's number: "lis pendens 242 412 006 (action on lien 242 310 447) discharged"
-            if any(_described_otherwise(sentence, d.start(), row) for d in _NAMED_DEBT.finditer(sentence)):
-                continue  # another debt: "the 2023 arrears were paid" under 2024 arrears, "the window repair chargeback"
-            if any(verdict == "closed" and m.group(0) != "discharges" for m, verdict in _verdicts(text, s_lo, s_hi)):
-                return True
-            if not registrable and any(_settled_here(text, s_lo + m.start()) and not _asked(text, s_lo + m.end())
-                                       for m in _NOTE_PAID.finditer(sentence)):
-                return True
-    return False
-
-
-#: Where a note names a debt or an instrument (what it says of it is read by :func:`_described_otherwise`).
-_NAMED_DEBT = re.compile(_ocr_tolerant(r"\b(?:arrears|penalt(?:y|ies)|levy|levies|assessment|taxes|lien|writ|caveat|instalments?|chargebacks?)\b"))
-#: The words a determiner introduces before a noun: "the drywall lien", "the 2023 window repair chargeback".
-_DETERMINER = re.compile(r"the|a|an|this|that|its|their|our|his|her")
-_NOUN_PHRASE_BEFORE = re.compile(r"\b(?:" + _DETERMINER.pattern + r")((?: [\w'-]+){1,4}) $")
-
-
-def _described_otherwise(sentence: str, pos: int, row: str) -> bool:
-    """Whether the noun at ``sentence[pos:]`` is described by a word the table row ``row`` does not use: a word its
-    determiner introduces ("the window repair chargeback") or the year written before it ("2023 arrears")."""
-    m = _NOUN_PHRASE_BEFORE.search(sentence, max(0, pos - 60), pos)
-    words = m.group(1).split() if m else []
-    while _DETERMINER.fullmatch(" ".join(words[:1])):  # "that the 2024 arrears": the nearest determiner's words
-        words = words[1:]
-    year = _debt_year(sentence, pos)
-    if year is not None:
-        words.append(year)
-    return any(w not in row for w in words)
-#: In a note, the term followed by its settlement: "2023 arrears paid", "the levy was since paid", "penalties settled".
-_PAID_AFTER_TERM = re.compile(_ocr_tolerant(r"(?: (?:were|was|have been|has been|had been|since|now|fully|in full))* (?:paid|settled)\b(?! ?\?)"))
-
-
-def paid_in_its_note(text: str, start: int, end: int) -> bool:
-    """Whether the mention at ``text[start:end]`` (normalised) is in a note (a line opening as :data:`_NOTE_START` does)
-    that says it was since paid, wholly and as a fact ("Note: updated certificate confirms 2023 arrears paid"; not "paid
-    in part", "the vendor says ... paid")."""
-    if _PAID_AFTER_TERM.match(text, end) is None or _NOTE_START.match(text, _line_bounds(text, start)[0]) is None:
-        return False
-    lo, hi = _sentence_bounds(text, start)
-    return _NOT_WHOLLY.search(text, lo, hi) is None and _NOTE_NOT_WHOLLY.search(text, lo, hi) is None
-
-
-def _lines(text: str) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each line of ``text``."""
-    lo = 0
-    for m in re.finditer(r"\n", text):
-        yield lo, m.start()
-        lo = m.end()
-    yield lo, len(text)
+#: Where a clause turns: "but", "although", "however", "except", "whereas", "while", "yet", "not the", a semicolon.
+_CLAUSE_TURN = re.compile(r"\b(?:but|although|though|however|except|excepting|whereas|while|yet|other than|not the)\b|;")
+#: After an account's nil balance, what undoes or qualifies it: a footnote mark, "subject to", "provided", a payment
+#: returned or reversed, "does not (yet) reflect".
+_UNDONE = re.compile(_ocr_tolerant(r"\*|\b(?:subject to|provided|returned|nsf|dishonou?red|reversed|stop payment|does not (?:yet )?reflect"
+                                   r"|not yet (?:cleared|posted|reflected)|pending)\b"))
 
 
 #: Benign cues that only say a debt was paid: they do not clear a registration that outlived it (:func:`repaid_undischarged`).
@@ -2265,11 +2077,6 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "not on this title"
     if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
         cue = "account balance nil"
-    if cue is None and (status == "no" or _TABULAR_LINE.search(low, *_line_bounds(low, m.start())) is not None) \
-            and noted_closed(low, m.start(), m.end(), _reading(lexicon, t.kind)[1], registrable=t.kind in _REGISTRABLE):
-        cue = "closed in a note below"
-    if cue is None and t.kind not in _REGISTRABLE and paid_in_its_note(low, m.start(), m.end()):
-        cue = "paid, says a note"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if undischarged:  # the text states the defect: repaid, and still on title with no discharge

@@ -1841,15 +1841,25 @@ def test_an_owners_charge_is_read_through_ocr_damage_in_its_words(text):
 
 
 @pytest.mark.parametrize(("text", "material"), [
-    # the account's own last statement of its whole balance is nil, after the debt was settled in full or paid off
-    ("Ledger, roll 8812 044\nJan 2 2025  late payment penalty charged ....... $188.20\nFeb 9 2025  penalty cancelled by "
-     "council (billing error)\nBalance: $0.00", False),
-    ("History of roll 5530-219: the 2021 taxes went unpaid and were moved to arrears ($2,904.10 with penalties). "
-     "Those arrears were paid in full in March 2022.\nCurrent balance .......... NIL", False),
-    ("Mar 31 2025   Arrears from 2024 levy ............ $1,610.00\nApr 15 2025   Payment received ...................."
-     " ($1,610.00)\nBalance owing on roll at 2025-06-30: $0.00", False),
+    # the debt's own clause settles it in full, and the account's own last statement of its whole balance is nil
+    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council (a billing error).\n"
+     "Balance: $0.00", False),
+    ("Item                          Amount      Status\n2024 penalty on arrears        $61.20      Reversed (council res. 24-311)\n"
+     "Amount required to clear account:      $0.00", False),
     ("We acknowledge your cheque of $3,077.45, being payment in full of the arrears and penalties on the roll. "
      "The account balance is now nil.", False),
+    # a settlement in another clause, or payments elsewhere in the text, settle nothing: the debt stays
+    ("Jan 2 2025  late payment penalty charged ....... $188.20\nFeb 9 2025  penalty cancelled by council\nBalance: $0.00", True),
+    ("The 2024 penalty of $61.15 was reversed, but arrears of $2,318.40 remain owing.\nBalance: $0.00", True),
+    ("Mar 31 2025   Arrears from 2024 levy ............ $1,610.00\nApr 15 2025   Payment received .................... "
+     "($1,610.00)\nBalance owing on roll at 2025-06-30: $0.00", True),
+    # - a nil balance undone or qualified after it
+    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council.\nBalance: $0.00 *\n"
+     "* provided cheque 1182 clears", True),
+    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council.\nBalance: $0.00\n"
+     "The cheque was returned on June 9; the balance above does not yet reflect it.", True),
+    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council. The vendor's lawyer has told "
+     "us that the account balance is nil.", True),
     # what the rule does not read as settled: the debt stays
     # - a nil balance stated before the debt
     ("Balance: $0.00 as at Jan 1 2025\nMar 1 2025  penalty added on unpaid 2024 taxes ....... $212.40", True),
@@ -1885,43 +1895,27 @@ _TWO_LIENS = ("Reg. No.      Instrument                          Discharged?\n"
               "242 366 020   Builders' lien - Orchard Glazing     NO\n")
 
 
-@pytest.mark.parametrize(("text", "domain", "material"), [
-    # a note under the table closes the row it names: by the row's kind when only that row has one, or by its number
-    (_LIEN_TABLE + "\nNote: the drywall lien was discharged on June 4 (241 400 118), per the updated title.", "title", False),
-    (_LIEN_TABLE + "* Update: lien withdrawn by the lienor, confirmed June 4.", "title", False),
-    (_TWO_LIENS + "\nNB: 242 310 447 discharged June 4; 242 366 020 discharged June 9.", "title", False),
-    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
-     "Note: the city's letter of Aug 2 confirms the 2024 arrears paid.", "tax", False),
-    # what a note does not close
-    (_LIEN_TABLE + "\nNote: discharge of the drywall lien requested from the lienor's counsel on June 4.", "title", True),
-    (_LIEN_TABLE + "\nNote: the lien is to be discharged on closing from the sale proceeds.", "title", True),
-    (_LIEN_TABLE + "\nNote: lien discharged?  Awaiting the updated title.", "title", True),
-    (_LIEN_TABLE + "\nNote: the caveat of the former tenant was withdrawn in May.", "title", True),
-    (_TWO_LIENS + "\nNote: lien discharged June 4.", "title", True),  # which of the two: cannot be told
-    (_TWO_LIENS + "\nNB: 242 310 447 discharged June 4.", "title", True),  # the other lien stands
-    ("Note: lien discharged June 4.\n" + _LIEN_TABLE, "title", True),  # above the table, not under it
-    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
-     "Note: the 2023 penalty was paid; the 2024 arrears remain unpaid.", "tax", True),
+@pytest.mark.parametrize("text", [
+    # a note below a status table does not clear a row marked NO when it speaks of a discharge requested, to come, asked,
+    # of another instrument, of one of two rows, or stands above the table
+    _LIEN_TABLE + "\nNote: discharge of the drywall lien requested from the lienor's counsel on June 4.",
+    _LIEN_TABLE + "\nNote: the lien is to be discharged on closing from the sale proceeds.",
+    _LIEN_TABLE + "\nNote: lien discharged?  Awaiting the updated title.",
+    _LIEN_TABLE + "\nNote: the caveat of the former tenant was withdrawn in May.",
+    _TWO_LIENS + "\nNote: lien discharged June 4.",
+    _TWO_LIENS + "\nNB: 242 310 447 discharged June 4.",
+    "Note: lien discharged June 4.\n" + _LIEN_TABLE,
 ])
-def test_a_note_under_a_table_closes_the_row_it_names(text, domain, material):
-    assert risk_signal(text, LEX, [domain]).material is material, risk_signal(text, LEX, [domain])
+def test_a_note_below_a_table_leaves_a_row_marked_no_standing(text):
+    assert risk_signal(text, LEX, ["title"]).material, risk_signal(text, LEX, ["title"])
 
 
 @pytest.mark.parametrize(("text", "material"), [
-    # a ledger's figures without "$", its running balance column, and other labels of the whole balance
-    ("Date        Entry                      Charge     Credit     Running\n"
-     "2024-07-02  Late penalty               244.10                5,130.60\n"
-     "2024-08-19  Payment - bank transfer               5,130.60       0.00\n"
-     "Closing balance as at 2025-01-31 .......... 0.00", False),
-    ("Item                          Amount      Status\n2023 penalty on arrears        $61.20      Written off by council\n"
-     "2023 arrears                  $980.00     Paid 2024-03-08\nAmount required to clear account:      $0.00", False),
-    ("2022 arrears carried on the roll, $1,406.75.\nThe 2022 arrears paid 2023-06-14 by the owner.\nCurrent amount outstanding: nil",
-     False),
     # a label of one instalment or of prior years is not the account's balance
     ("Arrears from 2023 ........ $1,720.00\nPayment received ........ $1,720.00\nMonthly instalment due: $0.00", True),
     ("Penalty added Jan 2025 ........ $318.00\nPayment received ........ $318.00\nPrior years outstanding: nil", True),
 ])
-def test_an_accounts_balance_is_read_from_ledgers_and_its_own_labels(text, material):
+def test_a_label_of_one_part_is_not_the_accounts_balance(text, material):
     assert risk_signal(text, LEX, ["tax"]).material is material, risk_signal(text, LEX, ["tax"])
 
 
@@ -1978,15 +1972,3 @@ def test_an_accounts_balance_is_read_from_ledgers_and_its_own_labels(text, mater
 def test_what_settles_an_account_or_closes_a_row_is_about_that_debt_and_done(text, domain):
     assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
 
-
-@pytest.mark.parametrize(("text", "domain"), [
-    # a note may name the row's debt by its year, and its discharge's number after the date
-    ("| Year | Item     | Amount    | Paid? |\n| 2024 | Arrears  | $2,106.90 | NO    |\n\n"
-     "Update: the city confirmed on Aug 2 that the 2024 arrears were paid in full.", "tax"),
-    (_LIEN_TABLE + "\nNB: lien discharged June 4 by 242 500 771 (copy attached).", "title"),
-    # a ledger's payments add up in cents: 2,318.40 + 231.84 is 2,550.24
-    ("Roll 6620 1187\n2024 arrears ......... 2,318.40\nPenalty ......... 231.84\nPayment received ......... (2,550.24)\n"
-     "Balance ......... 0.00", "tax"),
-])
-def test_a_note_or_a_ledger_that_does_settle_the_row(text, domain):
-    assert not risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
