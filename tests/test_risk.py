@@ -1710,6 +1710,7 @@ def test_nil_read_with_an_l_for_its_i_is_nil():
     # a scan's "NlL" or "N1L" is the word nil; words that merely contain those letters keep them
     assert normalise_ocr("Tax notification: NlL   Arrears: N1L") == "tax notification: nil  arrears: nil"
     assert normalise_ocr("only unlike kilnll nlle") == "only unlike kilnll nlle"
+    assert "nil" not in normalise_ocr("Kitchener ON  N1L 3G5")  # a postal code is not the word nil
     text = "TAX CERTlFlCATE  Roll: OO4 118 772\nArrears .......... NlL\nTax notification: NlL"
     assert not risk_signal(text, LEX, ["tax"]).material, risk_signal(text, LEX, ["tax"])
     assert risk_signal(text.replace("NlL", "$1,204.50", 1), LEX, ["tax"]).material
