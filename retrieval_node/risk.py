@@ -117,8 +117,10 @@ _ZERO_BY_LETTER = re.compile(r"[a-z]0|0[a-z]")
 _EDGE_ZERO = re.compile(r"(?<![a-z0-9'.,$-])0(?=[a-z]+(?![a-z0-9.,]))|(?<![a-z0-9'.,$-])([a-z]+)0(?![a-z0-9.,])")
 
 
-#: "nil" read with an l or an I for its letters ("NlL", "N1L", "NIl" lower-cased): a word of its own, so no other word changes
-_OCR_NIL = re.compile(r"(?<![a-z0-9])nl[il](?![a-z0-9])(?! ?\d[a-z]\d)")  # not a postal code's "N1L 3G5"
+#: "nil" read with an l or an I for its letters ("NlL", "N1L" lower-cased), where a value stands: after a colon, leaders,
+#: a column gap or a pipe, and ending its cell ("Tax notification: NlL", "Arrears ...... N1L"); not a name ("NLL Holdings
+#: Ltd.", "Penalty: NLI Collections Inc.") nor a postal code ("N1L 3G5")
+_OCR_NIL = re.compile(r"(?:(?<=:)|(?<=: )|(?<=\.)|(?<=\. )|(?<=  )|(?<=\|)|(?<=\| )|^)nl[il](?= *(?:$|  |\||[.,;)]))", re.M)
 
 
 def _repair_letters(low: str) -> str:
@@ -1868,127 +1870,6 @@ def remedy_price(text: str) -> float:
     return best
 
 
-#: Kinds of debt on an account whose whole balance the text may state: a tax roll's arrears and penalties.
-_ACCOUNT_DEBTS = frozenset({"tax_arrears"})
-#: A row whose label is the account's whole balance, plainly: "Balance: $0.00", "Current balance .... NIL", "Balance owing on
-#: roll at 2025-10-02: $0.00", "Closing balance as at 2025-02-21 .... 0.00", "Current amount outstanding: nil", "Amount
-#: required to clear account:  $0.00", "Total outstanding  $0.00". Any other word before it ("Opening balance", "Credit
-#: balance", "Current taxes balance", "Utility account balance", "Interest due") makes it another balance.
-_ACCOUNT_BALANCE_ROW = re.compile(
-    r"^[ \t]*(?:(?:(?:current|total|account|closing|new) )?balance(?: (?:owing|outstanding|due|payable))?"
-    r"|(?:current |total )?amount (?:owing|outstanding|due|required to clear(?: the)? account)|total(?: amount)? (?:owing|outstanding|due))"
-    r"(?: on (?:the )?(?:tax )?(?:roll|account))?(?: (?:at|as at|as of) ([a-z0-9 ,./-]{4,24}?))?(?= ?[:(.$]|  |$)", re.M)
-#: A sentence that states it, now: "the account balance is now nil", "your roll's balance is $0.00" (not "was").
-_ACCOUNT_BALANCE_PROSE = re.compile(r"\b(?:the|your|this) (?:tax )?(?:account|roll)(?:'s)? balance (?:is|stands at)(?: now)? "
-                                    r"((?:\$ ?)?[\d,.]+|nil|zero)")
-#: An ISO date ("2025-06-30"): its text sorts as the date does.
-_ISO_DATE = re.compile(r"\b(?:19|20)\d{2}-[01]\d-[0-3]\d\b")
-#: A balance said of one part of the account after its figure: "Amount due: nil (2025 taxes)", "$0.00 - current levy".
-_ONE_PART = re.compile(r"\b(?:levy|levies|instal+ments?|monthly|taxes|tax year|year|current|(?:19|20)\d{2})\b")
-#: A balance only reported or conditional: "the vendor's lawyer has told us that ...", "subject to cheque 1182 clearing".
-_SAID = re.compile(_ocr_tolerant(r"\b(?:told|tells|informed|represents?|represented|reportedly|understand|believe|subject to|provided|assum\w*)\b"))
-#: What makes a balance one still to come: "Balance owing on closing", "upon payment ... the balance is nil", "projected".
-_BALANCE_TO_COME = re.compile(_ocr_tolerant(r"\b(?:closing|upon|once|after|when|if|will|would|undertak\w*|proceeds|expected|projected|estimated|before)\b"))
-#: A debt settled in full, in the past: "paid in full", "payment in full", "reversed", "cancelled", "written off",
-#: "redeemed", "removed from the arrears list" (read only where no future, negation, condition or part governs it).
-_SETTLED_IN_FULL = re.compile(_ocr_tolerant(r"\b(?:paid in full|payment in full|paid off|fully paid|reversed|cancell?ed|cancellation"
-                                            r"|written off|redeemed|removed from)\b"))
-#: A settling word that only covers part, or is only said or awaited: "paid in part", "partly", "as to unit 12 only",
-#: "discharged as against this parcel", "the vendor says", "cheque returned NSF", "payment agreement", "expected in July".
-_NOT_WHOLLY = re.compile(_ocr_tolerant(r"\b(?:in part|partly|partial(?:ly)?|only|as to|as against|says?|said|advises?|advised|claims?|according to"
-                                       r"|expected|anticipated|returned|nsf|agreement|arrangement|promised?|undertak\w*|will|once|upon)\b"))
-#: An account named by its number: "Roll 1102-774", "roll no. 40 117 203", "Tax Account 4011 7203", "Account #0081 442 907",
-#: or a lot or parcel: which account a statement is about.
-_ACCOUNT_NUMBER = re.compile(r"\b(?:roll|account|acct)(?: no\.?| number| #|#)?:? ?(\d[\d -]{2,14}\d)|\b(?:lot|parcel)s? (\d[\w-]{0,5}|[a-z])\b")
-
-
-@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
-def _account_balances(text: str) -> tuple[tuple[int, str], ...]:
-    """``(position, "zero" | "positive")`` of each statement of the account's whole balance in ``text`` (normalised), in
-    order: a balance row (:data:`_ACCOUNT_BALANCE_ROW`, read by :func:`row_value`) or sentence
-    (:data:`_ACCOUNT_BALANCE_PROSE`); a statement whose figure cannot be read is left out, and one still to come
-    (:data:`_BALANCE_TO_COME` on its line or in its sentence), dated before a later date of the text, or said of one part
-    after its figure (:data:`_ONE_PART`) counts as positive."""
-    latest = max(_years(text), default=0)
-    last_day = max(_ISO_DATE.findall(text), default="")
-    found = []
-    for m in _ACCOUNT_BALANCE_ROW.finditer(text):
-        verdict = row_value(text, m.end())
-        lo, hi = _line_bounds(text, m.start())
-        dated = m.group(1) or ""
-        stale = bool(dated) and (max(_years(dated), default=latest) < latest or max(_ISO_DATE.findall(dated), default=last_day) < last_day)
-        if verdict is not None and (_BALANCE_TO_COME.search(text, m.end(), hi) or stale or _ONE_PART.search(text, m.end(), hi)):
-            verdict = "positive"  # "Balance owing on closing: $0.00", "Balance at 2025-01-01" above later entries, "nil (2025 taxes)"
-        found.append((m.start(), verdict))
-    for m in _ACCOUNT_BALANCE_PROSE.finditer(text):
-        lo, hi = _sentence_bounds(text, m.start())
-        hearsay = _BALANCE_TO_COME.search(text, lo, hi) or _NOT_WHOLLY.search(text, lo, hi) or _SAID.search(text, lo, hi)
-        found.append((m.start(), "positive" if hearsay else _cell_verdict(m.group(1))))
-    return tuple(sorted((pos, v) for pos, v in found if v is not None))
-
-
-@lru_cache(maxsize=16)
-def _accounts_named(text: str) -> int:
-    """How many accounts ``text`` names: the most of its distinct roll or account numbers and of its distinct lots or
-    parcels ("Roll 0298 4411 ... Lot 19" is one account; "Tax Account 4011 7203" and "... 7204", or "Lot 7" and "Lot 8",
-    are two)."""
-    found = _ACCOUNT_NUMBER.findall(text)
-    return max(len({re.sub(r"[ -]", "", a) for a, _ in found if a}), len({b for _, b in found if b}))
-
-
-def _settled_here(text: str, pos: int) -> bool:
-    """Whether a settling word at ``pos`` states a fact: no future or obligation before it ("to be paid in full"), no
-    negation ("not paid in full") and no condition ("unless paid in full")."""
-    before = text[max(0, pos - 40):pos]
-    return _PENDING.search(before) is None and _CUE_NEGATED.search(before) is None and not _conditional(text, pos)
-
-
-def _wholly_settled(text: str, pos: int, end: int) -> bool:
-    """Whether the settling word at ``text[pos:end]`` states a whole settlement as a fact: :func:`_settled_here`, and
-    nothing in its sentence makes it partial, hearsay or awaited (:data:`_NOT_WHOLLY`)."""
-    lo, hi = _sentence_bounds(text, pos)
-    return _settled_here(text, pos) and _NOT_WHOLLY.search(text, lo, hi) is None
-
-
-def account_settled(text: str, start: int, end: int) -> bool:
-    """Whether the debt mentioned at ``text[start:end]`` (normalised) was settled, by the account's own statement: the
-    mention's own clause settles it in full ("the July penalty of $261.40 was reversed", "payment in full of all arrears",
-    wholly and as a fact: :func:`_wholly_settled`; a table row's own line only, a clause up to "but", "although", ...),
-    the text's last statement of the account's whole balance comes after the mention and is nil now ("Current balance:
-    $0.00", "the account balance is now nil"), nothing after that statement undoes or qualifies it (:data:`_UNDONE`),
-    and the text names at most one account. A zero balance alone settles nothing: a "balance" may be one year's levy,
-    with arrears owing beside it; nor do payments elsewhere in the text."""
-    balances = _account_balances(text)
-    if not balances or balances[-1][1] != "zero" or balances[-1][0] < end or _accounts_named(text) > 1:
-        return False
-    if _UNDONE.search(text, balances[-1][0]):
-        return False  # "0.00 *  ... * provided cheque 1182 clears", "the cheque was returned; the balance does not reflect it"
-    lo, hi = _clause_bounds(text, start)
-    return any(_wholly_settled(text, lo + m.start(), lo + m.end()) for m in _SETTLED_IN_FULL.finditer(text[lo:hi]))
-
-
-def _clause_bounds(text: str, pos: int) -> tuple[int, int]:
-    """The clause of ``pos``: a table row's line, or its sentence cut at "but", "although", "however", "except", a
-    semicolon ("the penalty was reversed, but arrears of $2,318.40 remain owing")."""
-    lo, hi = _line_bounds(text, pos)
-    if not _TABULAR_LINE.search(text, lo, hi):
-        lo, hi = _sentence_bounds(text, pos)
-    for m in _CLAUSE_TURN.finditer(text, lo, hi):
-        if m.end() <= pos:
-            lo = m.end()
-        elif m.start() >= pos:
-            return lo, m.start()
-    return lo, hi
-
-
-#: Where a clause turns: "but", "although", "however", "except", "whereas", "while", "yet", "not the", a semicolon.
-_CLAUSE_TURN = re.compile(r"\b(?:but|although|though|however|except|excepting|whereas|while|yet|other than|not the)\b|;")
-#: After an account's nil balance, what undoes or qualifies it: a footnote mark, "subject to", "provided", a payment
-#: returned or reversed, "does not (yet) reflect".
-_UNDONE = re.compile(_ocr_tolerant(r"\*|\b(?:subject to|provided|returned|nsf|dishonou?red|reversed|stop payment|does not (?:yet )?reflect"
-                                   r"|not yet (?:cleared|posted|reflected)|pending)\b"))
-
-
 #: Benign cues that only say a debt was paid: they do not clear a registration that outlived it (:func:`repaid_undischarged`).
 _REPAYMENT_CUES = frozenset({"paid in full", "paid off", "fully paid", "repaid"})
 #: The mention's sentence speaks of a discharge: a negation in it is about the discharge, not the mortgage.
@@ -2075,8 +1956,6 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "the purchaser's own caveat"
     if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
         cue = "not on this title"
-    if cue is None and t.kind in _ACCOUNT_DEBTS and account_settled(low, m.start(), m.end()):
-        cue = "account balance nil"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if undischarged:  # the text states the defect: repaid, and still on title with no discharge

@@ -1709,6 +1709,9 @@ def test_ocr_zeros_at_a_word_edge_are_letters_and_amounts_keep_theirs():
 def test_nil_read_with_an_l_for_its_i_is_nil():
     # a scan's "NlL" or "N1L" is the word nil; words that merely contain those letters keep them
     assert normalise_ocr("Tax notification: NlL   Arrears: N1L") == "tax notification: nil  arrears: nil"
+    # where a value stands only: a name or a postal code keeps its letters
+    assert normalise_ocr("NLL Holdings Ltd. owes $2,318.40; Penalty: NLI Collections Inc.") == \
+        "nll holdings ltd. owes $2,318.40; penalty: nli collections inc."
     assert normalise_ocr("only unlike kilnll nlle") == "only unlike kilnll nlle"
     assert "nil" not in normalise_ocr("Kitchener ON  N1L 3G5")  # a postal code is not the word nil
     text = "TAX CERTlFlCATE  Roll: OO4 118 772\nArrears .......... NlL\nTax notification: NlL"
@@ -1841,44 +1844,26 @@ def test_an_owners_charge_is_read_through_ocr_damage_in_its_words(text):
     assert risk_signal(text, LEX, ["condo"]).material, risk_signal(text, LEX, ["condo"])
 
 
-@pytest.mark.parametrize(("text", "material"), [
-    # the debt's own clause settles it in full, and the account's own last statement of its whole balance is nil
-    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council (a billing error).\n"
-     "Balance: $0.00", False),
-    ("Item                          Amount      Status\n2024 penalty on arrears        $61.20      Reversed (council res. 24-311)\n"
-     "Amount required to clear account:      $0.00", False),
-    ("We acknowledge your cheque of $3,077.45, being payment in full of the arrears and penalties on the roll. "
-     "The account balance is now nil.", False),
-    # a settlement in another clause, or payments elsewhere in the text, settle nothing: the debt stays
-    ("Jan 2 2025  late payment penalty charged ....... $188.20\nFeb 9 2025  penalty cancelled by council\nBalance: $0.00", True),
-    ("The 2024 penalty of $61.15 was reversed, but arrears of $2,318.40 remain owing.\nBalance: $0.00", True),
-    ("Mar 31 2025   Arrears from 2024 levy ............ $1,610.00\nApr 15 2025   Payment received .................... "
-     "($1,610.00)\nBalance owing on roll at 2025-06-30: $0.00", True),
-    # - a nil balance undone or qualified after it
-    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council.\nBalance: $0.00 *\n"
-     "* provided cheque 1182 clears", True),
-    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council.\nBalance: $0.00\n"
-     "The cheque was returned on June 9; the balance above does not yet reflect it.", True),
-    ("Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council. The vendor's lawyer has told "
-     "us that the account balance is nil.", True),
-    # what the rule does not read as settled: the debt stays
-    # - a nil balance stated before the debt
-    ("Balance: $0.00 as at Jan 1 2025\nMar 1 2025  penalty added on unpaid 2024 taxes ....... $212.40", True),
-    # - a later balance above zero
-    ("2023 arrears of $1,900.00 paid in full.\nBalance: $0.00 (Dec 31 2023)\n2024 arrears .......... $2,480.00\n"
-     "Balance owing: $2,480.00", True),
-    # - payments below the amount owing: a year's balance may be nil with arrears beside it
-    ("Tax arrears (2022-2023) ......... $5,415.00\n2025 levy ........ $3,960.00\nPayments ........ $3,960.00\n"
-     "Current balance ........ $0.00", True),
-    # - settled only in the future, or on a condition
-    ("Penalties of $330.00 remain owing and are to be paid in full on closing.\nBalance: $0.00", True),
-    ("Arrears ......... $4,120.00\nThe parcel goes to tax sale in May unless the arrears are paid in full.\n"
-     "Total outstanding: $0.00", True),
-    # - two rolls: whose balance it is cannot be told
-    ("Roll 3308 120: arrears $2,210.00 including penalties\nRoll 3308 121: 2025 levy reversed on appeal\nBalance: $0.00", True),
+@pytest.mark.parametrize("text", [
+    # a nil balance does not settle a tax debt stated before it: the balance may be one year's, come before later entries,
+    # be undone after it, or be only reported; a settlement in another clause or a payment elsewhere does not settle it
+    "Jan 2 2025  late payment penalty charged ....... $188.20\nFeb 9 2025  penalty cancelled by council\nBalance: $0.00",
+    "The 2024 penalty of $61.15 was reversed, but arrears of $2,318.40 remain owing.\nBalance: $0.00",
+    "Mar 31 2025   Arrears from 2024 levy ............ $1,610.00\nApr 15 2025   Payment received .................... "
+    "($1,610.00)\nBalance owing on roll at 2025-06-30: $0.00",
+    "Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council.\nBalance: $0.00 *\n"
+    "* provided cheque 1182 clears",
+    "Roll 8812 044: the July 2025 late-payment penalty of $188.20 was reversed by council. The vendor's lawyer has told "
+    "us that the account balance is nil.",
+    "Balance: $0.00 as at Jan 1 2025\nMar 1 2025  penalty added on unpaid 2024 taxes ....... $212.40",
+    "2023 arrears of $1,900.00 paid in full.\nBalance: $0.00 (Dec 31 2023)\n2024 arrears .......... $2,480.00\n"
+    "Balance owing: $2,480.00",
+    "Tax arrears (2022-2023) ......... $5,415.00\n2025 levy ........ $3,960.00\nPayments ........ $3,960.00\n"
+    "Current balance ........ $0.00",
+    "Roll 3308 120: arrears $2,210.00 including penalties\nRoll 3308 121: 2025 levy reversed on appeal\nBalance: $0.00",
 ])
-def test_an_accounts_own_nil_balance_settles_its_tax_debts(text, material):
-    assert risk_signal(text, LEX, ["tax"]).material is material, risk_signal(text, LEX, ["tax"])
+def test_a_nil_balance_does_not_settle_a_tax_debt_stated_before_it(text):
+    assert risk_signal(text, LEX, ["tax"]).material, risk_signal(text, LEX, ["tax"])
 
 
 def test_a_nil_balance_settles_no_registration():
@@ -1916,11 +1901,13 @@ def test_a_note_below_a_table_leaves_a_row_marked_no_standing(text):
     ("Arrears from 2023 ........ $1,720.00\nPayment received ........ $1,720.00\nMonthly instalment due: $0.00", True),
     ("Penalty added Jan 2025 ........ $318.00\nPayment received ........ $318.00\nPrior years outstanding: nil", True),
 ])
-def test_a_label_of_one_part_is_not_the_accounts_balance(text, material):
+def test_a_nil_label_of_one_part_leaves_the_debt_standing(text, material):
     assert risk_signal(text, LEX, ["tax"]).material is material, risk_signal(text, LEX, ["tax"])
 
 
 @pytest.mark.parametrize(("text", "domain"), [
+    # the kinds of layout that broke this session's settling rules (a ledger's payments, a note under a table, an account's
+    # nil balance; rules since removed): a reading that clears a debt or an instrument must leave each of these standing
     # a balance that is not the account's whole balance now
     ("Roll 2210 5561 - entries, newest first\n2025-08-04  Late penalty ................ 61.15\n"
      "2025-05-30  Payment - online ............ (3,980.00)\n2025-01-02  Levy ........................ 3,980.00\n"
@@ -1970,6 +1957,6 @@ def test_a_label_of_one_part_is_not_the_accounts_balance(text, material):
     ("Item                          Amount      Paid?\nSpecial levy (elevator)       $6,200.00   NO\n"
      "Note: the special levy is paid to June 30; instalments of $1,000.00 continue to December.", "condo"),
 ])
-def test_what_settles_an_account_or_closes_a_row_is_about_that_debt_and_done(text, domain):
+def test_payments_notes_and_balances_about_something_else_leave_the_debt_standing(text, domain):
     assert risk_signal(text, LEX, [domain]).material, risk_signal(text, LEX, [domain])
 
