@@ -92,7 +92,7 @@ _OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00
 @lru_cache(maxsize=64)  # a chunk is read under each risk setting of the profiles in turn (precompute, rankers)
 def normalise_ocr(text: str) -> str:
     """Lower-case, join words hyphenated across line breaks, unify apostrophes, read scan specks as spaces, repair OCR
-    letters inside numbers and digits inside words, and read "nll" / "nli" (a scan's "NlL") as nil.
+    letters inside numbers and digits inside words, and read "nll" / "nli" (a scan's "NlL") as nil where a value stands.
 
     A run of spaces becomes one space, or two where there were several (the column gap of a table row
     stays visible); a blank line stays one blank line (the end of a paragraph or a table); other line
