@@ -382,6 +382,50 @@ _PARTY_LABEL = re.compile(r"\s*(?:lienors?|creditors?|caveators?|plaintiffs?|cla
                           r"|applicants?|re)\s*:")
 
 
+#: where a row's value ends: a column gap, a clause break, a pipe, or the next "label:" of a flattened row
+_ROW_CELL_BREAK = re.compile(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))")
+
+
+class _LazySplit:
+    """``pattern.split(text)`` cut only as far as it is read (``pattern``: no groups, no empty match)."""
+
+    __slots__ = ("_at", "_cuts", "_done", "_parts", "_text")
+
+    def __init__(self, pattern: re.Pattern[str], text: str) -> None:
+        self._text, self._cuts, self._done = text, pattern.finditer(text), False
+        self._parts: list[str] = []
+        self._at = 0  # where the part after the last cut starts
+
+    def _more(self) -> bool:
+        if self._done:
+            return False
+        m = next(self._cuts, None)
+        if m is None:
+            self._parts.append(self._text[self._at:])
+            self._done = True
+        else:
+            self._parts.append(self._text[self._at:m.start()])
+            self._at = m.end()
+        return True
+
+    def __getitem__(self, i: int) -> str:
+        while len(self._parts) <= i and self._more():
+            pass
+        return self._parts[i]
+
+    def longer_than(self, n: int) -> bool:
+        while len(self._parts) <= n and self._more():
+            pass
+        return len(self._parts) > n
+
+    def after_first(self) -> Iterator[str]:
+        """The parts after the first, cut as they are read."""
+        i = 1
+        while self.longer_than(i):
+            yield self._parts[i]
+            i += 1
+
+
 def row_value(text: str, end: int) -> str | None:
     """What the table row or ``label: value`` line of a term says after it: ``"zero"``, ``"positive"`` or None.
 
@@ -402,12 +446,12 @@ def row_value(text: str, end: int) -> str | None:
     gap = _DOLLAR_GAP.match(tail)
     if gap is not None:  # a column's "$     0.00" that ends the row: the gap after the dollar sign is not the cell's end
         tail = "$" + tail[gap.end():]
-    cells = re.split(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))", tail)
-    if len(cells) > 1 and re.fullmatch(r"\s*[-\u2013\u2014]\s*", cells[0]) and _PARTY_LABEL.match(cells[1]):
+    cells = _LazySplit(_ROW_CELL_BREAK, tail)  # cut as far as read: a text without line breaks is one long row
+    if cells.longer_than(1) and re.fullmatch(r"\s*[-\u2013\u2014]\s*", cells[0]) and _PARTY_LABEL.match(cells[1]):
         return None  # "BUILDERS' LIEN - LIENOR: KODIAK ROOFING": the dash joins the term to its party; it is not a nil cell
     # the figures of the row's other columns, up to the next word ("Arrears:  $0.00    $3,118.20": this year and the years
     # before): one that is above zero is what the row says
-    figures = [cells[0]] + list(itertools.takewhile(lambda c: _FIGURE_CELL.fullmatch(c.strip()) is not None, cells[1:]))
+    figures = [cells[0]] + list(itertools.takewhile(lambda c: _FIGURE_CELL.fullmatch(c.strip()) is not None, cells.after_first()))
     return _combine([_cell_verdict(c) for c in figures]) if len(figures) > 1 else _cell_verdict(cells[0])
 
 
@@ -415,7 +459,8 @@ def _cells(line: str) -> list[str]:
     return [c for _, _, c in _cell_spans(line)]
 
 
-def _cell_spans(line: str) -> list[tuple[int, int, str]]:
+@lru_cache(maxsize=256)  # asked for each mention on the line: a text without line breaks is one long line
+def _cell_spans(line: str) -> tuple[tuple[int, int, str], ...]:
     """``(start, end, text)`` of a table line's cells: between pipes (an empty cell kept, the pipes at either end not
     making one), else between gaps of two spaces or more."""
     lo, hi = len(line) - len(line.lstrip()), len(line.rstrip())
@@ -431,7 +476,7 @@ def _cell_spans(line: str) -> list[tuple[int, int, str]]:
         cell = m.group().strip()
         start = m.start() + (len(m.group()) - len(m.group().lstrip()))
         out.append((start, start + len(cell), cell))
-    return out or [(lo, lo, "")]
+    return tuple(out) or ((lo, lo, ""),)
 
 
 #: A cell's text: up to the next pipe, or up to the next gap of two spaces or more.
@@ -492,12 +537,18 @@ def status_answer(cell: str) -> str | None:
     return "yes" if _STATUS_DONE.fullmatch(cell) else None
 
 
+@lru_cache(maxsize=256)  # asked for each mention on the line, as _cell_spans
+def _has_amount(line: str) -> bool:
+    """Whether ``line`` states an amount (:func:`parse_amounts`, bare figures included)."""
+    return bool(parse_amounts(line, bare=True))
+
+
 def column_value(text: str, start: int) -> str | None:
     """For a term that heads a column of a table (a pipe row or a row of column gaps without amounts),
     the verdict over that column's cells in the rows below, up to a blank line."""
     lo, hi = _line_bounds(text, start)
     header = _cells(text[lo:hi])
-    if len(header) < 3 or parse_amounts(text[lo:hi], bare=True):
+    if len(header) < 3 or _has_amount(text[lo:hi]):
         return None
     offset = start - lo
     col, pos = None, 0
@@ -577,7 +628,7 @@ _FORM_ROW = re.compile(r"\.{3,}|\|")
 def _is_row(line: str, offset: int | None = None) -> bool:
     """A table row (leaders, pipe, column gap, registration number), or a ``label: value`` line whose label holds
     the term at ``offset`` ("Local improvement charges: ... . Annual charge $1,116.00"): its value is the term's."""
-    if _TABULAR_LINE.search(line.strip()):
+    if _found(_TABULAR_LINE, line.strip()):
         return True
     label = re.match(r"\s*([^.:\n]{1,40}):", line)
     return label is not None and (offset is None or offset < label.end())
@@ -610,13 +661,17 @@ def _heading_lines(original: str) -> set[str]:
     return out
 
 
+#: a character that is not part of a list's numbering ("3.", "(b)", "- ", "#")
+_NOT_NUMBERING = re.compile(r"[^\s\-#*0-9.)(]")
+
+
 def _is_heading(text: str, start: int, end: int, headings: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
     """A term standing alone as a line's heading ("CAVEATS:") or in a category heading names a section, not a registration."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     if text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in headings:
         return True
-    if re.sub(r"[\s\-#*0-9.)(]", "", text[line_start:start]):  # only list numbering may precede a heading
+    if _NOT_NUMBERING.search(text, line_start, start):  # only list numbering may precede a heading
         return False
     rest = text[end:line_end if line_end != -1 else len(text)]
     return rest.strip() in ("", ":", ".")
@@ -1289,6 +1344,7 @@ _RATE_AFTER = re.compile(
 _RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge|penalty|penalties)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
 
 
+@lru_cache(maxsize=256)  # a row's line is read for each mention on it
 def _states_figure(span: str) -> bool:
     """An amount or a date in the span, or a percentage that is neither a rate nor a threshold."""
     if _DATE.search(span):
@@ -1340,6 +1396,7 @@ _CENTS = re.compile(r"[1-9][\d,]*\.\d{2}\b")
 _CATASTROPHE = re.compile(r"\b(?:flood|earthquake|hail|windstorm|overland|named storm|wildfire)\b")
 
 
+@lru_cache(maxsize=256)  # as _states_figure
 def _states_money(span: str) -> bool:
     return any(a > 0 for a in parse_amounts(span))
 
@@ -1407,6 +1464,16 @@ _QUESTION_NO = re.compile(r"([^?\n]{0,60})\?\s*(?:no|n)(?![\w/])")
 _STATUS_ASKED_NOT_DONE = re.compile(r"([^?\n]{0,60})\?\s*(?:" + _STATUS_NOT_DONE.pattern + r")(?![\w/])")
 
 
+#: a figure with thousands separators ("1,250", "(412,000)"): a table row's amount needs no "$"
+_THOUSANDS = re.compile(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?")
+
+
+@lru_cache(maxsize=1024)  # a mention in a table row reads its whole line: each mention on a long line asks the same
+def _found(pattern: re.Pattern[str], span: str) -> bool:
+    """Whether ``pattern`` occurs in ``span``."""
+    return pattern.search(span) is not None
+
+
 def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = False, min_amount: float | None = None,
                    context: Sequence[str] = (), unless: Sequence[str] = ()) -> tuple[float, str]:
     """How much one mention says about this deal, from the sentence (and, for a table row, the line) around it.
@@ -1430,11 +1497,11 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     # the wording that can make the mention generic: its sentence, but a form's row ("Arrears (2023 and prior): $3,905.12")
     # is a clause of its own: "amounts paid after the date of issue may not be reflected" at the foot of the form does
     # not make its rows hypothetical
-    form_row = row and (_FORM_ROW.search(line) is not None or re.match(r"\s*[^.:\n]{1,40}:", line) is not None
+    form_row = row and (_found(_FORM_ROW, line) or re.match(r"\s*[^.:\n]{1,40}:", line) is not None
                         or _FORM_QUESTION.match(line) is not None)
     sentence = line if form_row and lhi - llo < hi - lo else text[lo:hi]
-    if (context and not any(term_pattern(c).search(s) for c in context for s in spans)) or any(
-            term_pattern(u).search(s) for u in unless for s in spans):
+    if (context and not any(_found(term_pattern(c), s) for c in context for s in spans)) or any(
+            _found(term_pattern(u), s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _NORMATIVE.search(sentence) else (FACTOR_PLAIN, "plain")
     if min_amount is not None:  # the amounts of its list, up to the full stop ("a; b; c."), not of the line's other sentences
         if _MODAL.search(sentence):
@@ -1453,14 +1520,14 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
         if any(_states_money(s) for s in spans) or row_value(text, end) == "positive":
             return FACTOR_CONCRETE, "concrete"
         return FACTOR_PLAIN, "plain"
-    if any(_REGISTRATION.search(s) or _COURT_FILE.search(s) for s in spans):
+    if any(_found(_REGISTRATION, s) or _found(_COURT_FILE, s) for s in spans):
         return FACTOR_CONCRETE, "concrete"
     if _MODAL.search(sentence):  # "the board may levy...", "the seller shall discharge any...": terms, not events
         return FACTOR_GENERIC, "generic"
-    if any(_LEGAL_DESCRIPTION.search(s) for s in spans):  # a standard term names the parcel too: after the modal check
+    if any(_found(_LEGAL_DESCRIPTION, s) for s in spans):  # a standard term names the parcel too: after the modal check
         return FACTOR_CONCRETE, "concrete"
     if any(_states_figure(s) for s in spans) or row_value(text, end) == "positive" or (
-            len(spans) > 1 and re.search(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?", line)):  # a table row's figure needs no "$"
+            len(spans) > 1 and _found(_THOUSANDS, line)):  # a table row's figure needs no "$"
         return FACTOR_CONCRETE, "concrete"
     if clause_polarity(text, start, end) == "decided" or (form_row and _ANSWERED_YES.search(line, start - llo) is not None):
         return FACTOR_CONCRETE, "concrete"
@@ -1483,6 +1550,12 @@ _YEAR_IN_DATE = re.compile(
 
 def _years(span: str) -> list[int]:
     return [int(next(g for g in m.groups() if g)) for m in _YEAR_IN_DATE.finditer(span)]
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def _newest_year(text: str) -> int | None:
+    """The newest year of a date in ``text`` (:func:`_years`), or None."""
+    return max(_years(text), default=None)
 
 
 def _digits(number: str) -> str:
@@ -1728,7 +1801,7 @@ def registration_age(text: str, start: int) -> int | None:
             return None
         yy = int(number.group(0)[:2])
         year = 1900 + yy if yy > 50 else 2000 + yy
-    newest = max(_years(text), default=None)
+    newest = _newest_year(text)
     return None if newest is None or newest < year else newest - year
 
 
@@ -1810,11 +1883,25 @@ def repaid_undischarged(text: str, pos: int) -> bool:
     another instrument, another property or an unsecured loan), in the past, whole, not at this closing and not with
     its discharge in the same breath; the missing discharge is said outright, or the repayment's own sentence says the
     title still carries it."""
-    paragraphs = [0, *(m.end() for m in _BLANK_LINE.finditer(text)), len(text) + 1]
-    which = {bisect.bisect_right(paragraphs, q.start()) for q in re.finditer(r"\bmortgage", text)}
-    if len(which) > 1:
+    paragraphs, several = _mortgage_paragraphs(text)
+    if several:
         k = bisect.bisect_right(paragraphs, pos)
         text = text[paragraphs[k - 1]:paragraphs[k]]
+    return _repaid_undischarged_in(text)
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def _mortgage_paragraphs(text: str) -> tuple[tuple[int, ...], bool]:
+    """Where the paragraphs of ``text`` start (and its end + 1), and whether its mentions of a mortgage lie in more than
+    one of them."""
+    paragraphs = (0, *(m.end() for m in _BLANK_LINE.finditer(text)), len(text) + 1)
+    which = {bisect.bisect_right(paragraphs, q.start()) for q in re.finditer(r"\bmortgage", text)}
+    return paragraphs, len(which) > 1
+
+
+@lru_cache(maxsize=64)  # each mention of a paragraph asks the same
+def _repaid_undischarged_in(text: str) -> bool:
+    """:func:`repaid_undischarged` read in the passage ``text``."""
     said_missing = _NO_DISCHARGE.search(text) is not None
     if not said_missing and not _STILL_ON_TITLE.search(text):
         return False
@@ -1977,9 +2064,10 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
 NUMERIC_WEIGHT = 0.9
 
 
-#: (id of a lexicon, domains) -> (that lexicon, its terms with their runs, the union pattern): a lexicon is frozen; the
-#: entry keeps it alive so its id is not reused while the entry stands
-_DOMAIN_TERMS: BoundedCache[tuple[int, tuple[str, ...]], tuple[RiskLexicon, tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]] = BoundedCache(64)
+#: (id of a lexicon, domains) -> (that lexicon, its terms with their runs, the union pattern, the terms by key run): a
+#: lexicon is frozen; the entry keeps it alive so its id is not reused while the entry stands
+_DOMAIN_TERMS: BoundedCache[tuple[int, tuple[str, ...]], tuple[RiskLexicon, tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None,
+                                                                dict[str, tuple[int, ...]]]] = BoundedCache(64)
 
 
 def _combined_score(best: float, kinds: int) -> float:
@@ -1987,9 +2075,8 @@ def _combined_score(best: float, kinds: int) -> float:
     return round(min(1.0, best + 0.05 * max(0, kinds - 1)), 6)
 
 
-def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]:
-    """The terms of ``domains``, each once, as the first of ``domains`` that lists it defines it, with its
-    :func:`term_runs`; and :func:`any_term_pattern` of them."""
+def _domain_entry(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[RiskLexicon, tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None,
+                                                                         dict[str, tuple[int, ...]]]:
     key = (id(lexicon), tuple(domains))
     hit = _DOMAIN_TERMS.get(key)
     if hit is None or hit[0] is not lexicon:
@@ -1997,20 +2084,34 @@ def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[t
         for d in domains:
             for t in lexicon.domains[d].terms if d in lexicon.domains else ():
                 seen.setdefault(t.term, t)
-        hit = _DOMAIN_TERMS.put(key, (lexicon, tuple((t, term_runs(t.term)) for t in seen.values()), any_term_pattern(tuple(seen))))
+        terms = tuple((t, term_runs(t.term)) for t in seen.values())
+        # each term under its longest run (the most telling): a text lacking that run cannot hold the term
+        by_key: dict[str, list[int]] = {}
+        for i, (_, runs) in enumerate(terms):
+            by_key.setdefault(max(runs, key=len, default=""), []).append(i)
+        hit = _DOMAIN_TERMS.put(key, (lexicon, terms, any_term_pattern(tuple(seen)), {k: tuple(v) for k, v in by_key.items()}))
+    return hit
+
+
+def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[tuple[RiskTerm, tuple[str, ...]], ...], re.Pattern[str] | None]:
+    """The terms of ``domains``, each once, as the first of ``domains`` that lists it defines it, with its
+    :func:`term_runs`; and :func:`any_term_pattern` of them."""
+    hit = _domain_entry(lexicon, domains)
     return hit[1], hit[2]
 
 
 def _occurring_terms(low: str, lexicon: RiskLexicon, domains: Sequence[str]) -> list[RiskTerm]:
     """The lexicon terms of ``domains`` that may occur in ``low`` (a :func:`normalise_ocr` text), each once, as the
-    first of ``domains`` that lists it defines it; a term left out cannot match :func:`term_pattern` there."""
-    terms, union = _domain_terms(lexicon, domains)
+    first of ``domains`` that lists it defines it, in that order; a term left out cannot match :func:`term_pattern` there."""
+    _, terms, union, by_key = _domain_entry(lexicon, domains)
     if union is None or union.search(low) is None:
         return []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
     canon = canonical(low)
-    # a term whose letters between spaces and apostrophes do not all stand in the text cannot match (term_runs)
+    # a term whose letters between spaces and apostrophes do not all stand in the text cannot match (term_runs): its
+    # longest run first, then the others
     has = canon.__contains__
-    return [t for t, runs in terms if all(map(has, runs))]
+    maybe = sorted(i for run in filter(has, by_key) for i in by_key[run])
+    return [terms[i][0] for i in maybe if all(map(has, terms[i][1]))]
 
 
 def _numeric_findings(text: str, low: str, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> list[tuple[str, str]]:

@@ -1966,3 +1966,58 @@ def test_a_nil_label_of_one_part_leaves_the_debt_standing(text, material):
 def test_payments_notes_and_balances_about_something_else_leave_the_debt_standing(text, domain):
     _assert_flag(text, domain, True)
 
+
+
+# --------------------------------------------------------------------------- long chunks without line breaks
+
+_FILLER = ("The purchaser's solicitor reviewed the survey certificate and the real property report; they show the dwelling "
+           "inside the setbacks the land use bylaw requires. ")
+
+
+def test_a_lien_in_a_long_chunk_without_line_breaks_is_found():
+    """A PDF's text layer without line breaks makes a whole document one line: the register row in its middle is read."""
+    row = "BUILDERS' LIEN  252 118 407  2025-03-14  Lienor: Tamarack Drywall Ltd.  Amount $48,210.00"
+    _assert_flag(_FILLER * 200 + row + " " + _FILLER * 200, "title", True)
+
+
+def test_a_nil_arrears_row_in_a_long_chunk_without_line_breaks_is_not_a_risk():
+    text = _FILLER * 300 + "Tax arrears: NIL. Penalties: $0.00. " + _FILLER * 20
+    sig = risk_signal(text, LEX, ["tax"])
+    assert not sig.material and "arrears (nothing owing)" in sig.benign_terms, sig
+
+
+def test_findings_of_a_long_line_are_those_of_the_same_words_read_one_mention_at_a_time():
+    """What the rules keep per line (cells, amounts, the patterns found in it) is the same answer each mention would
+    work out alone: reading a text twice, or after other texts, changes nothing."""
+    from retrieval_node.risk import risk_findings
+
+    rows = ["Caveat 212 300 111 re: option to purchase  |  Discharged?  |  NO",
+            "Arrears ..... $ 1,204.18   Penalty ..... $0.00", "Special levy of $14,500 per unit approved at the AGM",
+            "Mortgage 991 204 118 to Bow Lending; my client says it was paid off in 2009 but there is no discharge"]
+    text = "  ".join(_FILLER + r for r in rows * 5)
+    settings = [(LEX, ("title",), (700,)), (LEX, ("tax",), (700,)), (LEX, ("condo",), (350,))]
+    first = risk_findings(text, settings)
+    for other in rows:  # other lines through the per-line caches between the readings
+        risk_findings(other + "  " + _FILLER, settings)
+    assert risk_findings(text, settings) == first
+    assert [sig.material for sig, _ in first] == [True, True, True]
+
+
+def test_lazy_split_cuts_where_re_split_cuts():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _ROW_CELL_BREAK, _LazySplit
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="ab1 .,;:|$\n", max_size=40), st.integers(min_value=0, max_value=12))
+    def check(text: str, n: int) -> None:
+        parts = _ROW_CELL_BREAK.split(text)
+        lazy = _LazySplit(_ROW_CELL_BREAK, text)
+        assert lazy.longer_than(n) is (len(parts) > n)
+        if n < len(parts):
+            assert lazy[n] == parts[n]
+        assert list(_LazySplit(_ROW_CELL_BREAK, text).after_first()) == parts[1:]
+        assert lazy[0] == parts[0]
+
+    check()
