@@ -137,6 +137,15 @@ def test_a_lookalike_naming_the_material_excerpts_registration_stays_out_of_its_
     assert twins == ["b1"] and [b["id"] for b in kept] == ["b2", "b3"]
 
 
+def test_risk_scaling_smoke(tmp_path):
+    data = _run(["benchmarks/risk_scaling.py", "--smoke"], tmp_path / "scaling.json")
+    rows = data["results"]["rows"]
+    assert [(r["layout"]) for r in rows] == ["lines", "flat"] * 2
+    for lined, flat in zip(rows[::2], rows[1::2], strict=True):  # the same words, every line break read as a space
+        assert lined["chars"] == flat["chars"] and lined["lines"] > 1 and flat["lines"] == 1
+        assert lined["ms"] >= 0 and flat["ms"] >= 0
+
+
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
     for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f", "set_g", "set_h", "set_i", "set_j", "set_k"):  # every set read, its excerpts counted as material or benign
