@@ -212,7 +212,7 @@ def test_malformed_snapshots_are_one_named_error_never_a_traceback(closed_store)
         assert first in str(err.value), name
         res = _invoke("replay", first, "--store", str(home), "--legacy")
         assert res.exit_code == 2 and "Traceback" not in res.output, (name, res.output)
-        assert f"error: " in res.stderr and first in res.stderr and len(res.stderr.strip().splitlines()) == 1, (name, res.stderr)
+        assert "error: " in res.stderr and first in res.stderr and len(res.stderr.strip().splitlines()) == 1, (name, res.stderr)
         handled += 1
     path.unlink()
     path.mkdir()  # a directory where the file should be
