@@ -7,7 +7,8 @@ A refactoring that must not change behaviour is checked by running this before a
     ... change the code ...
     python benchmarks/fingerprints.py --deals ../shared/bench/deals/deals --compare /tmp/before.json
 
-Per deal x agent x stage it records the package hash, the table of contents, the exclusions note, the
+Per deal x agent x stage it records the package hash (over the package without its evidence code: the code is keyed by the
+store's own secret, so two fresh stores give every package another code and hash), the table of contents, the exclusions note, the
 risk summary, the token count, the packaged chunk ids, and the summary's coverage fields (or the error a
 contract or stage rule raised). ``--compare`` prints every difference and exits 1 when there is one.
 The store is a fresh temporary one unless ``--store`` names one (then it is ingested into if empty).
@@ -25,7 +26,7 @@ from retrieval_node import Ingestor, RetrievalAgent, Store
 from retrieval_node.errors import RetrievalNodeError
 from retrieval_node.evaluation import EVAL_TRUST, SAMPLE_DATA
 from retrieval_node.ingest import add_patterns, read_patterns
-from retrieval_node.models import Stage
+from retrieval_node.models import Stage, package_hash
 
 
 def _deal_ids(files: list[Path]) -> list[str]:
@@ -52,7 +53,7 @@ def fingerprints(store: Store, deal_ids: list[str]) -> dict[str, dict]:
                     out[key] = {"error": f"{type(exc).__name__}: {exc}"}
                     continue
                 out[key] = {
-                    "package_hash": package.package_hash,
+                    "package_hash": package_hash({**package.model_dump(mode="json"), "evidence_code": None}),
                     "total_tokens": package.total_tokens,
                     "chunks": [(r.chunk_id[:16], r.char_start, r.char_end, r.redacted) for r in package.ordered_chunks],
                     "structural_toc": package.structural_toc,
