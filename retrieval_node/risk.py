@@ -459,7 +459,7 @@ def _cells(line: str) -> list[str]:
     return [c for _, _, c in _cell_spans(line)]
 
 
-@lru_cache(maxsize=256)  # asked for each mention on the line: a text without line breaks is one long line
+@lru_cache(maxsize=16)  # asked for each mention on the line (a text without line breaks is one long line); few kept: a key may be long
 def _cell_spans(line: str) -> tuple[tuple[int, int, str], ...]:
     """``(start, end, text)`` of a table line's cells: between pipes (an empty cell kept, the pipes at either end not
     making one), else between gaps of two spaces or more."""
@@ -537,7 +537,7 @@ def status_answer(cell: str) -> str | None:
     return "yes" if _STATUS_DONE.fullmatch(cell) else None
 
 
-@lru_cache(maxsize=256)  # asked for each mention on the line, as _cell_spans
+@lru_cache(maxsize=16)  # asked for each mention on the line, as _cell_spans
 def _has_amount(line: str) -> bool:
     """Whether ``line`` states an amount (:func:`parse_amounts`, bare figures included)."""
     return bool(parse_amounts(line, bare=True))
@@ -1344,7 +1344,7 @@ _RATE_AFTER = re.compile(
 _RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge|penalty|penalties)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
 
 
-@lru_cache(maxsize=256)  # a row's line is read for each mention on it
+@lru_cache(maxsize=16)  # a row's line is read for each mention on it, as _cell_spans
 def _states_figure(span: str) -> bool:
     """An amount or a date in the span, or a percentage that is neither a rate nor a threshold."""
     if _DATE.search(span):
@@ -1396,7 +1396,7 @@ _CENTS = re.compile(r"[1-9][\d,]*\.\d{2}\b")
 _CATASTROPHE = re.compile(r"\b(?:flood|earthquake|hail|windstorm|overland|named storm|wildfire)\b")
 
 
-@lru_cache(maxsize=256)  # as _states_figure
+@lru_cache(maxsize=16)  # as _states_figure
 def _states_money(span: str) -> bool:
     return any(a > 0 for a in parse_amounts(span))
 
@@ -1468,7 +1468,7 @@ _STATUS_ASKED_NOT_DONE = re.compile(r"([^?\n]{0,60})\?\s*(?:" + _STATUS_NOT_DONE
 _THOUSANDS = re.compile(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?")
 
 
-@lru_cache(maxsize=1024)  # a mention in a table row reads its whole line: each mention on a long line asks the same
+@lru_cache(maxsize=32)  # a mention in a table row reads its whole line: each mention on a long line asks the same
 def _found(pattern: re.Pattern[str], span: str) -> bool:
     """Whether ``pattern`` occurs in ``span``."""
     return pattern.search(span) is not None
