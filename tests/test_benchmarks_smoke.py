@@ -146,6 +146,28 @@ def test_risk_scaling_smoke(tmp_path):
         assert lined["ms"] >= 0 and flat["ms"] >= 0
 
 
+def test_risk_layouts_reads_a_set_folder_in_every_layout(tmp_path, make_chunk):
+    """benchmarks/risk_layouts.py on a one-deal set written here: each layout re-lays the chunks out, the flag is read
+    per chunk and domain, and the gold material chunk is counted per layout; a CRLF line ending changes no flag."""
+    deal = "2026-LAY-0001"
+    register = make_chunk("INSTRUMENTS\nREGISTRATION     DATE         PARTICULARS\n252 118 407      2025-03-14   BUILDERS' LIEN\n"
+                          "                              LIENOR: TAMARACK DRYWALL LTD.\n                              AMOUNT: $48,210.00",
+                          deal_id=deal, document_id=f"{deal}/title.pdf")
+    note = make_chunk("The seller's solicitor confirmed in writing that the\nsurvey shows no encroachment onto the road\nallowance.",
+                      deal_id=deal, document_id=f"{deal}/letter.pdf", role="OTHER", section="GENERAL", page=2)
+    root = _one_deal_set(tmp_path / "set", deal, [register, note])
+    (root / "gold" / f"{deal}.json").write_text(json.dumps({"deal_id": deal, "intents": {
+        "title_risk_scan_v1": {"material_chunk_ids": [register.chunk_id]}}}))
+    data = _run(["benchmarks/risk_layouts.py", "--set-dir", str(root), "--smoke"], tmp_path / "layouts.json")
+    rows = {r["layout"]: r for r in data["results"]["rows"]}
+    assert set(rows) == {"crlf", "prose-joined", "prose-wrapped-40", "paragraphs-joined", "flat"}
+    assert data["results"]["chunks"] == 2
+    for r in rows.values():
+        assert r["gold_material"] == 1 and r["gold_found_original"] == 1 and 0 <= r["gold_found"] <= 1
+    assert rows["crlf"]["gold_found"] == 1 and not rows["crlf"]["flags_lost"] and not rows["crlf"]["flags_gained"]
+    assert rows["prose-joined"]["chunks_changed"] == 1  # the letter's wrapped sentence; the register has no prose break
+
+
 def test_risk_probe_smoke(tmp_path):
     data = _run(["benchmarks/risk_probe.py", "--smoke"], tmp_path / "probe.json")
     for name in ("set_a", "set_b", "set_c", "set_d", "set_e", "set_f", "set_g", "set_h", "set_i", "set_j", "set_k"):  # every set read, its excerpts counted as material or benign

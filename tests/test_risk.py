@@ -2021,3 +2021,15 @@ def test_lazy_split_cuts_where_re_split_cuts():
         assert lazy[0] == parts[0]
 
     check()
+
+
+@pytest.mark.parametrize("text, domain", [
+    ("REGISTRATION     DATE         PARTICULARS\n252 118 407      2025-03-14   BUILDERS' LIEN\n"
+     "                              AMOUNT: $48,210.00", "title"),
+    ("Current taxes ........ $4,120.55\nArrears ............... NIL\nPenalties ............. $0.00", "tax"),
+    ("Caveat 212 300 111 re: right of first refusal\nDISCHARGED by 232 001 002 on 2024-05-02", "title"),
+    ("The owners approved a special levy of $12,500 per unit\nfor the parkade membrane, payable\nMarch 1.", "condo"),
+])
+def test_windows_line_ends_read_as_unix_ones(text, domain):
+    """Stage 0 on another platform may end its lines with CR LF: the reading is the same."""
+    assert risk_signal(text.replace("\n", "\r\n"), LEX, [domain]) == risk_signal(text, LEX, [domain])
