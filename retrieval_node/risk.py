@@ -665,16 +665,63 @@ def _heading_lines(original: str) -> set[str]:
 _NOT_NUMBERING = re.compile(r"[^\s\-#*0-9.)(]")
 
 
-def _is_heading(text: str, start: int, end: int, headings: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
-    """A term standing alone as a line's heading ("CAVEATS:") or in a category heading names a section, not a registration."""
+#: the end of a line that runs on into the next: a word no heading ends with ("ARTICLE 7 - LEVIES AND INTEREST ON" /
+#: "ARREARS", "... owes $4,300 in" / "arrears.") or a joining mark
+_RUNS_ON = re.compile(r"(?:\b(?:on|of|and|or|nor|the|to|for|in|into|with|by|at|from|a|an|any|its|their|per|re|under|against|than)"
+                      r"|[,&\-\u2013\u2014])\s*$")
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked only for a term alone on its line
+def _prose_lines(original: str) -> frozenset[str]:
+    """The lines of running prose, as :func:`normalise_ocr` spells them: those that end, as written, in a lower-case
+    letter or a comma (case the normalised text no longer shows)."""
+    return frozenset(normalise_ocr(line).strip() for line in original.splitlines() if _LOWER_END.search(line))
+
+
+_LOWER_END = re.compile(r"[a-z,]\s*$")
+
+
+class _Lines:
+    """What a text's lines say as written that its normalised form no longer shows: its category headings
+    (:func:`_heading_lines`) and its lines of running prose (:func:`_prose_lines`, worked out when first asked)."""
+
+    __slots__ = ("headings", "original")
+
+    def __init__(self, original: str) -> None:
+        self.original = original
+        self.headings = _heading_lines(original)
+
+    def prose(self, line: str) -> bool:
+        return line.strip() in _prose_lines(self.original)
+
+
+def _run_on_from(text: str, line_start: int, lines: _Lines | None) -> str | None:
+    """The line before ``line_start`` when it runs on into it (not blank, and ends in a word no heading ends with, or is
+    running prose), else None."""
+    if line_start == 0:
+        return None
+    prev = text[text.rfind("\n", 0, line_start - 1) + 1:line_start - 1]
+    if not prev.strip():
+        return None
+    return prev if _RUNS_ON.search(prev) is not None or (lines is not None and lines.prose(prev)) else None
+
+
+def _is_heading(text: str, start: int, end: int, lines: _Lines | None = None) -> bool:
+    """A term standing alone as a line's heading ("CAVEATS:") or in a category heading names a section, not a registration.
+    A line the line above runs on into is not one ("... owes $4,300 in" / "arrears."): the term is part of a sentence or
+    of a longer heading wrapped at the page's width."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
-    if text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in headings:
+    if lines is not None and text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in lines.headings:
         return True
     if _NOT_NUMBERING.search(text, line_start, start):  # only list numbering may precede a heading
         return False
     rest = text[end:line_end if line_end != -1 else len(text)]
-    return rest.strip() in ("", ":", ".")
+    if rest.strip() not in ("", ":", "."):
+        return False
+    prev = _run_on_from(text, line_start, lines) if not text[line_start:start].strip() else None
+    # the rest of a category heading wrapped ("ENCUMBRANCES, LIENS," / "CAVEATS") is that heading still
+    return prev is None or (lines is not None and prev.strip(" -=*#") in lines.headings)
 
 
 #: A copy of a registered instrument or court document says so somewhere: an instrument number heading, the registrar.
@@ -682,12 +729,14 @@ _INSTRUMENT_COPY = re.compile(r"registered instrument|registrar|land titles|cour
                              r"|\bform \d+\b|\blienor\b|\bcaveator\b")
 
 
-def _is_title(text: str, start: int, end: int, term: str) -> bool:
+def _is_title(text: str, start: int, end: int, term: str, lines: _Lines | None = None) -> bool:
     """The term, singular, in a short title line among the first lines of a copy of an instrument
     ("CERTIFICATE OF LIS PENDENS", "STATEMENT OF LIEN", "CAVEAT FORBIDDING REGISTRATION"): the document it opens
-    is read by its body, not as a section heading."""
+    is read by its body, not as a section heading. A line the line above runs on into is read with it ("CERTIFICATE OF" /
+    "LIS PENDENS"; "... LEVIES AND INTEREST ON" / "ARREARS" is no title)."""
     lo, hi = _line_bounds(text, start)
-    line = text[lo:hi].strip(" -=*#")
+    prev = _run_on_from(text, lo, lines)
+    line = (text[lo:hi] if prev is None else f"{prev} {text[lo:hi]}").strip(" -=*#")
     plural = text[start:end].endswith("s") and not term.endswith("s")
     if plural or ":" in line or "," in line or len(re.findall(r"[a-z0-9]+", line)) > 6:  # a dash is not a word
         return False
@@ -1362,10 +1411,10 @@ def _states_figure(span: str) -> bool:
 #: is a bylaw's or a notice's standing term as often as an event, and is not one.
 _MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?"
           r"|nov(?:ember)?|dec(?:ember)?)\.?")
-_DATE = re.compile(
+_DATE = re.compile(  # its parts apart by any whitespace: a date broken at a line's end is a date ("October 15," / "2025")
     r"\b(?:19|20)\d{2}[/\-]\d{1,2}(?:[/\-]\d{1,2})?\b"
-    r"|\b" + _MONTH + r" (?:\d{1,2},? )?(?:19|20)\d{2}\b"
-    r"|\b\d{1,2}(?:st|nd|rd|th)? (?:day of )?" + _MONTH + r",? (?:19|20)\d{2}\b"
+    r"|\b" + _MONTH + r"\s+(?:\d{1,2},?\s+)?(?:19|20)\d{2}\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:day\s+of\s+)?" + _MONTH + r",?\s+(?:19|20)\d{2}\b"
 )
 #: "may" the modal, not the month: "May 2, 2026", "for May to July", "since May"
 _MAY = (r"(?<!\bin )(?<!\bof )(?<!\bfor )(?<!\bfrom )(?<!\bsince )(?<!\buntil )(?<!\bto )(?<!\bthrough )"
@@ -1970,15 +2019,15 @@ _FORM_OPTION = re.compile(r"(?:\[ ?\]|☐)\s*$")
 _ZERO_BEFORE = re.compile(r"(?:\$ ?0(?:[.,]00?)?|\bnil|\bzero) (?:in )?$")
 
 
-def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, headings: set[str]) -> tuple[str | None, float, str] | None:
+def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon, lines: _Lines) -> tuple[str | None, float, str] | None:
     """``(cue, factor, how)`` of one mention, or None when it only names a section."""
     window = lexicon.benign_window_chars
     if t.on_register:
         lo, hi = _line_bounds(low, m.start())
         if _REGISTRATION.search(low[lo:hi]) is None:
             return None
-    title = not (t.needs_amount or t.min_amount is not None or t.context or t.unless) and _is_title(low, m.start(), m.end(), t.term)
-    heading = not title and _is_heading(low, m.start(), m.end(), headings)
+    title = not (t.needs_amount or t.min_amount is not None or t.context or t.unless) and _is_title(low, m.start(), m.end(), t.term, lines)
+    heading = not title and _is_heading(low, m.start(), m.end(), lines)
     if heading and t.min_amount is None:
         return None
     # a loan said to be repaid while the title still carries it: its repayment ("paid in full", "closed") clears the debt,
@@ -2143,19 +2192,19 @@ class _TextReads:
     read (keyed by term, place and :func:`_reading`) and the numeric detectors' findings (keyed by
     :func:`_numeric_key`) are worked out once and shared by the settings that agree on them."""
 
-    __slots__ = ("_headings", "_numeric", "low", "reads", "text")
+    __slots__ = ("_lines", "_numeric", "low", "reads", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.low = normalise_ocr(text)
-        self._headings: set[str] | None = None
+        self._lines: _Lines | None = None
         self.reads: dict[tuple[int, int, int, object], tuple[str | None, float, str] | None] = {}
         self._numeric: dict[tuple[bool, bool, bool, float], list[tuple[str, str]]] = {}
 
-    def headings(self) -> set[str]:
-        if self._headings is None:
-            self._headings = _heading_lines(self.text)
-        return self._headings
+    def lines(self) -> _Lines:
+        if self._lines is None:
+            self._lines = _Lines(self.text)
+        return self._lines
 
     def numeric(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> list[tuple[str, str]]:
         key = _numeric_key(lexicon, domains, shortfall_ratio)
@@ -2175,7 +2224,7 @@ class _TextReads:
                 if key in self.reads:
                     read = self.reads[key]
                 else:
-                    read = self.reads[key] = _read_mention(low, m, t, lexicon, self.headings())
+                    read = self.reads[key] = _read_mention(low, m, t, lexicon, self.lines())
                 if read is None:
                     continue
                 cue, factor, how = read

@@ -2033,3 +2033,48 @@ def test_lazy_split_cuts_where_re_split_cuts():
 def test_windows_line_ends_read_as_unix_ones(text, domain):
     """Stage 0 on another platform may end its lines with CR LF: the reading is the same."""
     assert risk_signal(text.replace("\n", "\r\n"), LEX, [domain]) == risk_signal(text, LEX, [domain])
+
+
+# --------------------------------------------------------------------------- where the lines break
+
+_SENTENCES = [  # (text, domain, material): each read on one line, then broken at every word and wrapped at every width
+    ("The corporation reports that the owner of unit 12 owes $4,300 in arrears.", "condo", True),
+    ("At the meeting of May 3, 2025 the owners approved a special levy of $9,000 per unit for the roof.", "condo", True),
+    ("A builders' lien for $48,210.00 was registered against the title on March 14, 2025 by Tamarack Drywall Ltd.", "title", True),
+    ("The municipal roll shows property tax arrears of $3,210.44 with penalties added on January 1, 2026.", "tax", True),
+    ("A certificate of lis pendens was registered on October 15, 2025 in the Family Property Act action.", "title", True),
+    ("The builders' lien registered as 252 118 407 was discharged on April 2, 2025 and no longer affects the title.", "title", False),
+    ("There are no tax arrears and no penalties owing on the roll as of January 22, 2026.", "tax", False),
+    ("The board may levy a special assessment on the owners if the reserve fund is insufficient.", "condo", False),
+]
+
+
+@pytest.mark.parametrize("text, domain, material", _SENTENCES)
+def test_a_sentence_reads_the_same_wherever_its_lines_break(text, domain, material):
+    """The page's width decides where a sentence's lines break: a term left alone on the last line ("... owes $4,300 in" /
+    "arrears.") is still the sentence's, and a date broken at a line's end ("October 15," / "2025") is still a date."""
+    import textwrap
+
+    _assert_flag(text, domain, material)
+    words = text.split(" ")
+    for i in range(1, len(words)):
+        _assert_flag(" ".join(words[:i]) + "\n" + " ".join(words[i:]), domain, material)
+    for width in range(20, 61, 5):
+        _assert_flag("\n".join(textwrap.wrap(text, width)), domain, material)
+
+
+@pytest.mark.parametrize("text, domain", [
+    ("ENCUMBRANCES, LIENS,\nCAVEATS\n\nNONE REGISTERED AS AT 2026-01-12", "title"),  # a category heading wrapped
+    ("REGISTRATIONS\nLIENS\n\nNo registrations as at 2026-01-12.", "title"),  # stacked headings
+    ("ARTICLE 7 - LEVIES AND INTEREST ON\nARREARS\n\n7.1 An owner who fails to pay a levy within 30 days shall pay interest "
+     "at 18% a year on the amount owing.", "condo"),  # a bylaw's heading wrapped: its last word is no title of its own
+])
+def test_a_heading_wrapped_or_stacked_is_still_a_heading(text, domain):
+    _assert_flag(text, domain, False)
+
+
+def test_a_title_wrapped_over_two_lines_still_opens_its_instrument():
+    text = ("COURT FILE NUMBER 2503 14432\nCOURT OF KING'S BENCH OF ALBERTA\n\nCERTIFICATE OF\nLIS PENDENS\n\nI certify that the "
+            "Applicant claims an interest in the lands described as Plan 0721454, Block 1, Lot 2.\nIssued at Edmonton on "
+            "October 15, 2025.")
+    _assert_flag(text, "title", True)
