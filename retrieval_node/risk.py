@@ -459,7 +459,9 @@ def _cells(line: str) -> list[str]:
     return [c for _, _, c in _cell_spans(line)]
 
 
-@lru_cache(maxsize=16)  # asked for each mention on the line (a text without line breaks is one long line); few kept: a key may be long
+# asked for each mention on the line (a text without line breaks is one long line); few kept: a key may be long, and a
+# table line's cells take many times its size
+@lru_cache(maxsize=4)
 def _cell_spans(line: str) -> tuple[tuple[int, int, str], ...]:
     """``(start, end, text)`` of a table line's cells: between pipes (an empty cell kept, the pipes at either end not
     making one), else between gaps of two spaces or more."""
@@ -537,7 +539,7 @@ def status_answer(cell: str) -> str | None:
     return "yes" if _STATUS_DONE.fullmatch(cell) else None
 
 
-@lru_cache(maxsize=16)  # asked for each mention on the line, as _cell_spans
+@lru_cache(maxsize=4)  # asked for each mention on the line, as _cell_spans
 def _has_amount(line: str) -> bool:
     """Whether ``line`` states an amount (:func:`parse_amounts`, bare figures included)."""
     return bool(parse_amounts(line, bare=True))
@@ -1393,7 +1395,7 @@ _RATE_AFTER = re.compile(
 _RATE_BEFORE = re.compile(r"\b(?:interest|rate|late charge|penalty|penalties)\s+(?:rate\s+)?(?:of|at|equal to)\s*$")
 
 
-@lru_cache(maxsize=16)  # a row's line is read for each mention on it, as _cell_spans
+@lru_cache(maxsize=8)  # a row's line is read for each mention on it, as _cell_spans
 def _states_figure(span: str) -> bool:
     """An amount or a date in the span, or a percentage that is neither a rate nor a threshold."""
     if _DATE.search(span):
@@ -1445,7 +1447,7 @@ _CENTS = re.compile(r"[1-9][\d,]*\.\d{2}\b")
 _CATASTROPHE = re.compile(r"\b(?:flood|earthquake|hail|windstorm|overland|named storm|wildfire)\b")
 
 
-@lru_cache(maxsize=16)  # as _states_figure
+@lru_cache(maxsize=8)  # as _states_figure
 def _states_money(span: str) -> bool:
     return any(a > 0 for a in parse_amounts(span))
 

@@ -1221,6 +1221,9 @@ def test_the_term_screen_changes_no_signal(monkeypatch):
     domains = ["title", "tax", "condo"]
     screened = [risk_signal(t, LEX, domains) for t in variants]
     monkeypatch.setattr(risk, "term_runs", lambda term: ())  # no screen: every term's regex runs
+    monkeypatch.setattr(risk, "_DOMAIN_TERMS", risk.BoundedCache(64))  # the terms' runs as cached are the screen's: worked out again
+    every = risk._domain_terms(LEX, domains)[0]
+    assert len(risk._occurring_terms(risk.normalise_ocr(texts[0]), LEX, domains)) == len(every)  # the screen is off
     assert [risk_signal(t, LEX, domains) for t in variants] == screened
     assert any(s.material for s in screened)
 
