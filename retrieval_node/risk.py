@@ -409,8 +409,7 @@ class _LazySplit:
         return True
 
     def __getitem__(self, i: int) -> str:
-        while len(self._parts) <= i and self._more():
-            pass
+        self.longer_than(i)
         return self._parts[i]
 
     def longer_than(self, n: int) -> bool:
