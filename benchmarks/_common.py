@@ -14,7 +14,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -127,6 +127,30 @@ def write_result(path: Path, payload: dict[str, Any]) -> Path:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+    return path
+
+
+def run_benchmark(name: str, args: Any, run: Callable[[Any], dict[str, Any]], report: Callable[[dict[str, Any], Any], None]) -> Path:
+    """Run ``run(args)`` and write its result file with what every result records (name, date, wall time, command,
+    machine, settings: ``args`` but ``out``); print the machine and ``report(results, args)``. ``args`` needs ``out``
+    and ``smoke``."""
+    machine = machine_info()
+    started = now_iso()
+    t0 = time.perf_counter()
+    results = run(args)
+    payload = {
+        "benchmark": name,
+        "date": started,
+        "wall_s": round(time.perf_counter() - t0, 2),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": machine,
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"},
+        "results": results,
+    }
+    print_machine(machine)
+    report(results, args)
+    path = write_result(result_path(name, args.out, args.smoke), payload)
+    print(f"\nwrote {path}")
     return path
 
 

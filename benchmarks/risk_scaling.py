@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Phase, machine_info, now_iso, print_machine, result_path, table, write_result  # noqa: E402
+from _common import Phase, run_benchmark, table  # noqa: E402
 from _synth import SECTION_MIX, paragraphs  # noqa: E402
 
 NAME = "risk_scaling"
@@ -106,24 +105,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    machine = machine_info()
-    started = now_iso()
-    t0 = time.perf_counter()
-    results = run(args)
-    payload = {
-        "benchmark": NAME,
-        "date": started,
-        "wall_s": round(time.perf_counter() - t0, 2),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": machine,
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
-        "results": results,
-    }
-    print_machine(machine)
-    report(results, args)
-    path = write_result(result_path(NAME, args.out, args.smoke), payload)
-    print(f"\nwrote {path}")
+    run_benchmark(NAME, parse_args(argv), run, report)
     return 0
 
 
