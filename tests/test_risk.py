@@ -2026,6 +2026,165 @@ def test_lazy_split_cuts_where_re_split_cuts():
     check()
 
 
+# --------------------------------------------------------------------------- long texts read once per sentence
+# A text without full stops (a table, a text layer without line breaks) is one sentence: what every mention used to
+# read of its whole sentence is now read once and shared. Each shared reading must give what the plain one gives.
+
+
+def _dense_texts():
+    """Long texts dense in terms: table rows with pipes, leaders and numbers, and prose without full stops, each with
+    and without line breaks (our own words)."""
+    import random
+
+    rows = ["| Builders' lien 24{d}1 118 009 | Kodiak Framing Ltd. | $48,2{d}0.00 |", "| Arrears | $1,{d}04.18 | unpaid |",
+            "| Penalty | - | - |", "| Caveat 231 7{d}4 020 re: option | NO |", "| Special levy | $3,{d}00 per unit | approved |",
+            "Unit {d}0{d} owes $2,{d}00 in arrears", "Lot {d}4 caveat 242 11{d} 009 discharged", "water damage deductible $10{d},000",
+            "Arrears ........ $ {d},204.18", "the owners approved a special levy of $1{d},500 per unit",
+            "lien, caveat, writ of enforcement and tax arrears {d}", "Roll 40{d}0114011 penalty 0.00"]
+    out = []
+    for seed in range(3):
+        r = random.Random(seed)
+        lines = [r.choice(rows).format(d=r.randint(0, 9)) for _ in range(160)]
+        for sep in ("\n", " ", "  "):
+            out.append(sep.join(lines))
+    return out
+
+
+def test_long_sentences_give_the_findings_of_their_parts_read_alone():
+    """The whole reading of a long dense text under every setting, against the same text read after other texts (the
+    shared readings then start from other entries): the same answer."""
+    from retrieval_node.risk import risk_findings
+
+    settings = [(LEX, ("title",), (700,)), (LEX, ("tax",), (700,)), (LEX, ("condo",), (350,))]
+    texts = _dense_texts()
+    first = [risk_findings(t, settings) for t in texts]
+    assert [risk_findings(t, settings) for t in reversed(texts)] == first[::-1]
+    assert all(any(sig.material for sig, _ in f) for f in first)
+
+
+def test_last_match_before_a_term_is_that_of_a_search_that_stops_there():
+    """``_last_match`` reads a sentence's matches once and searches again only after the last character no match holds:
+    the same match as ``list(pattern.finditer(text, lo, start))[-1]``, which stops at ``start``."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _DESIGNATOR, _NOT_IN_DESIGNATOR, _NOT_IN_REGISTRATION, _REGISTRATION, _last_match
+
+    words = st.sampled_from(["unit ", "lot", "suite", "roll ", "no. ", "#", "1", "23", "4-5", "a", "b ", " ", "  ", "\n",
+                             ",", "|", "$", "0", "999 ", "123 456 789", "12345", " 678", "s", "lien", "."])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(words, min_size=60, max_size=240), st.data())
+    def check(parts, data):
+        text = "".join(parts)
+        hi = len(text)
+        lo = data.draw(st.integers(0, hi))
+        start = data.draw(st.integers(lo, hi))
+        for pattern, stop in ((_DESIGNATOR, _NOT_IN_DESIGNATOR), (_REGISTRATION, _NOT_IN_REGISTRATION)):
+            plain = list(pattern.finditer(text, lo, start))
+            got = _last_match(pattern, stop, text, lo, data.draw(st.integers(start, hi)), start)
+            assert (got.span(), got.group(0)) == (plain[-1].span(), plain[-1].group(0)) if plain else got is None
+
+    check()
+
+
+def test_a_pipe_rows_value_is_that_of_its_cells_read_one_by_one():
+    """``row_value`` reads a pipe line's cells after the term from verdicts worked out once per line: the same answer as
+    reading the cells of the rest of the line one by one."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _cell_verdict, _combine, row_value
+
+    cells = st.sampled_from(["", " ", "-", "0.00", "$0.00", "nil", "none", "$1,204.18", "1,250", "paid", "arrears", "2025",
+                             "n/a", " $ 12.00 ", "tax", "no"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(cells, min_size=1, max_size=30), st.integers(0, 200), st.sampled_from(["", "\n| next | 1.00 |"]))
+    def check(parts, at, after):
+        text = "| arrears " + "|".join(parts) + after
+        end = min(len("| arrears ") + at, len(text))
+        eol = text.find("\n", end)
+        rest = text[end:eol if eol != -1 else len(text)]
+        if "|" not in rest:
+            return
+        plain = [c for c in (c.strip() for c in rest.split("|")) if c]
+        assert row_value(text, end) == (_combine([_cell_verdict(c) for c in plain]) if plain else None)
+
+    check()
+
+
+def test_a_clauses_amounts_are_those_of_its_text_read_whole():
+    """``_clause_beyond`` reads a long clause's list parts once per sentence: the same answer as the clause read whole."""
+    import random
+    import re
+
+    from retrieval_node.risk import _amounts_beyond, _clause_beyond, _full_stop_bounds
+
+    r = random.Random(5)
+    plain = ["deductible 10% of loss", "flood $250,000", "all perils $5,000", "sewer backup {d},000", "none", "and excluded flood",
+             "earthquake | $1{d}0,000", "; ", ", water $2{d},000", "water damage deductible $1{d},000"]
+    # one item above the floor of 50,000, in the first half, stating its amount before the term (so its clause runs on
+    # past its line): the clauses that start before it, at it and after it differ
+    above = "$1{d}0,000 deductible for water damage"
+    long_read = 0
+    for _ in range(40):
+        parts = [r.choice(plain).format(d=r.randint(0, 9)) for _ in range(r.randint(160, 300))]
+        parts.insert(r.randint(0, 60), above.format(d=r.randint(0, 9)))
+        text = r.choice(["\n", " ", "; "]).join(parts)
+        for m in re.finditer("deductible", text):
+            for floor in (0.0, 50_000.0):
+                lo, hi = _full_stop_bounds(text, m.start(), m.end())
+                long_read += hi - lo > 2048
+                assert _clause_beyond(text, m.start(), m.end(), floor) == _amounts_beyond((text[lo:hi],), floor)
+    assert long_read > 100  # the long clauses were read through the shared parts
+
+
+def test_mentions_inside_longer_ones_are_those_a_pairwise_check_finds():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _inside_others
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.sets(st.tuples(st.integers(0, 30), st.integers(1, 12)).map(lambda ab: (ab[0], ab[0] + ab[1])), max_size=25))
+    def check(spans):
+        brute = {m for m in spans if any(o != m and o[0] <= m[0] and m[1] <= o[1] for o in spans)}
+        assert _inside_others(spans) == brute
+
+    check()
+
+
+def test_instrument_block_is_that_of_a_walk_over_the_numbers():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _REGISTRATION, _instrument_block
+
+    def walk(text, start, end, lo, hi):
+        for m in _REGISTRATION.finditer(text, lo, hi):
+            if m.end() <= start:
+                lo = m.start()
+            elif m.start() > end + 12:
+                return lo, m.start()
+        return lo, hi
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from(["123 456 789", "222118417", " ", "lien ", "a", "12", "\n"]), min_size=1, max_size=40), st.data())
+    def check(parts, data):
+        text = "".join(parts)
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, len(text)))
+        lo = data.draw(st.integers(0, start))
+        hi = data.draw(st.integers(end, len(text)))
+        assert _instrument_block(text, start, end, lo, hi) == walk(text, start, end, lo, hi)
+
+    check()
+    for gap in range(20):  # a number 12 characters after the term is the term's own; one further on starts the next block
+        text = "lien" + " " * gap + "123 456 789 and 987 654 321"
+        assert _instrument_block(text, 0, 4, 0, len(text)) == walk(text, 0, 4, 0, len(text))
+
+
 @pytest.mark.parametrize("text, domain", [
     ("REGISTRATION     DATE         PARTICULARS\n252 118 407      2025-03-14   BUILDERS' LIEN\n"
      "                              AMOUNT: $48,210.00", "title"),
