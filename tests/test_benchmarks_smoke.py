@@ -140,7 +140,8 @@ def test_a_lookalike_naming_the_material_excerpts_registration_stays_out_of_its_
 def test_risk_scaling_smoke(tmp_path):
     data = _run(["benchmarks/risk_scaling.py", "--smoke"], tmp_path / "scaling.json")
     rows = data["results"]["rows"]
-    assert [(r["layout"]) for r in rows] == ["lines", "flat"] * 2
+    assert [(r["text"], r["layout"]) for r in rows] == [(t, lay) for t in ("deal", "dense") for _ in range(2) for lay in ("lines", "flat")]
+    assert all(r["material_settings"] > 0 for r in rows if r["text"] == "dense")  # every line of it names a risk
     for lined, flat in zip(rows[::2], rows[1::2], strict=True):  # the same words, every line break read as a space
         assert lined["chars"] == flat["chars"] and lined["lines"] > 1 and flat["lines"] == 1
         assert lined["ms"] >= 0 and flat["ms"] >= 0
