@@ -540,8 +540,7 @@ def status_cell(text: str, start: int) -> str | None:
     row = _cell_spans(text[lo:hi])
     if len(row) < 2:
         return None
-    above = text[:lo - 1].rsplit("\n", 8) if lo else []  # the lines above, a blank one kept: it ends the table
-    for line in reversed(above[-8:]):
+    for line in _lines_above(text, lo, 8):  # the nearest first, a blank one kept: it ends the table
         if not line.strip():
             return None
         head = _cell_spans(line)
@@ -559,6 +558,20 @@ def status_cell(text: str, start: int) -> str | None:
             return None
         cell = under[0]
     return status_answer(cell)
+
+
+def _lines_above(text: str, lo: int, n: int) -> list[str]:
+    """The ``n`` lines above the line that starts at ``lo`` (fewer at the top of the text), the nearest first:
+    ``reversed(text[:lo - 1].rsplit("\\n", n)[-n:])`` without copying the text above."""
+    out: list[str] = []
+    end = lo - 1
+    while lo and len(out) < n:
+        nl = text.rfind("\n", 0, end)
+        out.append(text[nl + 1:end])
+        if nl == -1:
+            break
+        end = nl
+    return out
 
 
 def status_answer(cell: str) -> str | None:
@@ -593,14 +606,35 @@ def column_value(text: str, start: int) -> str | None:
         pos = at + len(cell)
     if col is None:
         return None
-    verdicts: list[str | None] = []
-    for row in text[hi + 1:].split("\n"):
-        if not row.strip():
-            break
-        cells = _cells(row)
-        if len(cells) == len(header):
-            verdicts.append(_cell_verdict(cells[col]))
-    return _combine(verdicts) if verdicts else None
+    # the rows below up to a blank line, those with the header's number of cells: their cell in the column
+    line_of, positive, complete, count = _column_below(text, len(header), col)
+    below = line_of[hi] + 1
+    if not count[below]:
+        return None
+    return "positive" if positive[below] else ("zero" if complete[below] else None)
+
+
+@lru_cache(maxsize=8)  # each column header of a table asks it (a long table without blank lines: every header-like line)
+def _column_below(text: str, ncols: int, col: int) -> tuple[dict[int, int], tuple[bool, ...], tuple[bool, ...], tuple[int, ...]]:
+    """For the rows of ``text`` that have ``ncols`` cells, their cell ``col`` (:func:`_cell_verdict`), read from each line
+    down to the next blank line: the line ending at each offset's index, and from each line on, whether a cell is
+    positive, whether every cell has a verdict, and how many cells there are (:func:`column_value`)."""
+    lines = text.split("\n")
+    line_of, at = {}, 0
+    for i, line in enumerate(lines):
+        at += len(line)
+        line_of[at] = i
+        at += 1
+    positive, complete, count = [False] * (len(lines) + 1), [True] * (len(lines) + 1), [0] * (len(lines) + 1)
+    for i in range(len(lines) - 1, -1, -1):
+        if not lines[i].strip():
+            continue  # a blank line ends the table: nothing below it is read from above it
+        cells = _cells(lines[i])
+        positive[i], complete[i], count[i] = positive[i + 1], complete[i + 1], count[i + 1]
+        if len(cells) == ncols:
+            v = _cell_verdict(cells[col])
+            positive[i], complete[i], count[i] = positive[i] or v == "positive", complete[i] and v is not None, count[i] + 1
+    return line_of, tuple(positive), tuple(complete), tuple(count)
 
 
 # --------------------------------------------------------------------------- clauses

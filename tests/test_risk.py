@@ -7,6 +7,8 @@ hyphenated line breaks. Every text here is written for the test.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from retrieval_node.config import RiskLexicon, load_config
@@ -2138,6 +2140,66 @@ def test_a_clauses_amounts_are_those_of_its_text_read_whole():
                 long_read += hi - lo > 2048
                 assert _clause_beyond(text, m.start(), m.end(), floor) == _amounts_beyond((text[lo:hi],), floor)
     assert long_read > 100  # the long clauses were read through the shared parts
+
+
+def test_a_columns_value_is_that_of_the_rows_below_read_one_by_one():
+    """``column_value`` reads a column's cells below a header from verdicts worked out once per text and column: the same
+    answer as reading the rows below one by one, up to a blank line."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _cell_verdict, _cells, _combine, _has_amount, _line_bounds, column_value
+
+    rows = st.sampled_from(["| arrears | penalty | levy |", "| - | 0.00 | nil |", "| $1,204.18 | - | none |", "| 2025 | paid | |",
+                            "arrears   penalty   levy", "0.00   -   $12.00", "", "  ", "| a | b |", "| nil | nil | nil | nil |",
+                            "| n/a | $0.00 | 1,250 |"])
+
+    def plain(text, start):
+        lo, hi = _line_bounds(text, start)
+        header = _cells(text[lo:hi])
+        if len(header) < 3 or _has_amount(text[lo:hi]):
+            return None
+        line, col, pos = text[lo:hi], None, 0
+        for i, cell in enumerate(header):
+            at = line.find(cell, pos)
+            if at <= start - lo < at + len(cell) + 1:
+                col = i
+                break
+            pos = at + len(cell)
+        if col is None:
+            return None
+        verdicts = []
+        for row in text[hi + 1:].split("\n"):
+            if not row.strip():
+                break
+            cells = _cells(row)
+            if len(cells) == len(header):
+                verdicts.append(_cell_verdict(cells[col]))
+        return _combine(verdicts) if verdicts else None
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(rows, min_size=1, max_size=30))
+    def check(lines):
+        text = "\n".join(lines)
+        for m in re.finditer(r"arrears|penalty|levy", text):
+            assert column_value(text, m.start()) == plain(text, m.start())
+
+    check()
+
+
+def test_the_lines_above_are_those_a_split_of_the_text_above_gives():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _lines_above
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="ab \n", max_size=60), st.integers(0, 60), st.integers(1, 10))
+    def check(text, at, n):
+        lo = text.rfind("\n", 0, min(at, len(text))) + 1  # a line's start
+        assert _lines_above(text, lo, n) == (list(reversed(text[:lo - 1].rsplit("\n", n)[-n:])) if lo else [])
+
+    check()
 
 
 def test_mentions_inside_longer_ones_are_those_a_pairwise_check_finds():
