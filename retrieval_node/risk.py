@@ -1931,6 +1931,15 @@ def _matches_in(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> tuple[
     return found, tuple(m.start() for m in found)
 
 
+@lru_cache(maxsize=8)
+def _blank_lines(text: str) -> tuple[int, ...]:
+    """Every position of ``"\\n\\n"`` in ``text`` (overlapping ones too)."""
+    return tuple(m.start() for m in _DOUBLE_NEWLINE.finditer(text))
+
+
+_DOUBLE_NEWLINE = re.compile(r"(?=\n\n)")
+
+
 def other_property(text: str, start: int, end: int) -> str | None:
     """``"another property"`` when the mention's clause is about a unit, suite, lot or roll that the text labels as not
     the one being bought ("adjacent Lot 8 - not included in this sale"), or other than the one the text names as
@@ -1940,8 +1949,11 @@ def other_property(text: str, start: int, end: int) -> str | None:
     clause is about after the term ("... is on LOT 14"). A suite number is not a legal unit number: each kind is
     compared with its own."""
     lo, hi = _sentence_bounds(text, start)
-    para_lo = text.rfind("\n\n", 0, start)
-    para_hi = text.find("\n\n", end)
+    blanks = _blank_lines(text)  # text.rfind("\n\n", 0, start) and text.find("\n\n", end), without reading the text again
+    i = bisect.bisect_right(blanks, start - 2)
+    para_lo = blanks[i - 1] if i else -1
+    j = bisect.bisect_left(blanks, end)
+    para_hi = blanks[j] if j < len(blanks) else -1
     lo = max(lo, para_lo + 2 if para_lo != -1 else 0)
     hi = min(hi, para_hi if para_hi != -1 else len(text))
     named = _last_match(_DESIGNATOR, _NOT_IN_DESIGNATOR, text, lo, hi, start)

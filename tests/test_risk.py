@@ -2202,6 +2202,22 @@ def test_the_lines_above_are_those_a_split_of_the_text_above_gives():
     check()
 
 
+def test_blank_lines_are_where_find_and_rfind_find_them():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from retrieval_node.risk import _blank_lines
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="a\n", max_size=40), st.integers(0, 40), st.integers(0, 40))
+    def check(text, start, end):
+        blanks = _blank_lines(text)
+        assert max((b for b in blanks if b + 2 <= start), default=-1) == text.rfind("\n\n", 0, start)
+        assert min((b for b in blanks if b >= end), default=-1) == text.find("\n\n", end)
+
+    check()
+
+
 def test_mentions_inside_longer_ones_are_those_a_pairwise_check_finds():
     from hypothesis import given, settings
     from hypothesis import strategies as st
