@@ -1080,7 +1080,7 @@ def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tupl
     the term (or its own, just after it) to the next instrument's number."""
     starts, ends = _registrations_in(text, lo, hi)
     i = bisect.bisect_right(ends, start)  # the numbers before the term: those that end by its start
-    j = bisect.bisect_right(starts, end + 12)  # the first number after it, more than 12 characters on
+    j = max(i, bisect.bisect_right(starts, end + 12))  # the first number after it, more than 12 characters on
     return (starts[i - 1] if i else lo), (starts[j] if j < len(starts) else hi)
 
 
