@@ -438,14 +438,8 @@ def row_value(text: str, end: int) -> str | None:
     pipe = text.find("|", end, eol)
     if pipe != -1:  # the cell the term is in, from the term on, and every cell after it (:func:`_pipe_cells_after`)
         first = text[end:pipe].strip()
-        v0 = _cell_verdict(first) if first else None
-        pipes, positive, complete, count = _pipe_cells_after(text, eol)
-        j = bisect.bisect_left(pipes, pipe)
-        if not first and not count[j]:
-            return None
-        if v0 == "positive" or positive[j]:
-            return "positive"
-        return "zero" if complete[j] and (v0 is not None or not first) else None
+        pipes, after = _pipe_cells_after(text, eol)
+        return _tally_verdict(_tallies([(bool(first), _cell_verdict(first) if first else None)], after[bisect.bisect_left(pipes, pipe)])[0])
     rest = text[end:eol]
     m = re.match(r"([^:|$\n]{0,60}?)" + _ROW_SEPARATOR.pattern, rest)
     if m is None or re.search(r"[.;]\s", m.group(1)):
@@ -467,22 +461,44 @@ def row_value(text: str, end: int) -> str | None:
 _PIPE = re.compile(r"\|")
 
 
+#: (a cell is positive, every cell has a verdict, how many cells): the tally of no cells
+_NO_CELLS = (False, True, 0)
+
+
+def _tallies(cells: Sequence[tuple[bool, str | None] | None], last: tuple[bool, bool, int] = _NO_CELLS) -> list[tuple[bool, bool, int]]:
+    """For each place in ``cells`` (each ``(counted, verdict)``, or None for a break), the tally of the counted cells from
+    there up to the next break (or to the end, then ``last``): whether one is positive, whether every one has a verdict
+    (:func:`_cell_verdict`), and how many there are. :func:`_tally_verdict` reads a tally as :func:`_combine` reads the
+    verdicts."""
+    out = [_NO_CELLS] * len(cells) + [last]
+    for i in range(len(cells) - 1, -1, -1):
+        cell = cells[i]
+        if cell is None:
+            continue  # a break: nothing after it counts from before it
+        positive, complete, count = out[i + 1]
+        counted, verdict = cell
+        out[i] = (positive or verdict == "positive", complete and verdict is not None, count + 1) if counted else out[i + 1]
+    return out
+
+
+def _tally_verdict(tally: tuple[bool, bool, int]) -> str | None:
+    positive, complete, count = tally
+    if not count:
+        return None
+    return "positive" if positive else ("zero" if complete else None)
+
+
+_PIPE = re.compile(r"\|")
+
+
 @lru_cache(maxsize=4)  # every mention of a long pipe line (a table without line breaks) reads the cells after it
-def _pipe_cells_after(text: str, eol: int) -> tuple[tuple[int, ...], tuple[bool, ...], tuple[bool, ...], tuple[int, ...]]:
-    """Of the line of ``text`` that ends at ``eol``: the positions of its pipes and, for the cells after each (from
-    that pipe to the end of the line, empty cells left out, as :func:`row_value` reads them), whether one of them is
-    positive, whether every one has a verdict (:func:`_cell_verdict`), and how many there are."""
+def _pipe_cells_after(text: str, eol: int) -> tuple[tuple[int, ...], list[tuple[bool, bool, int]]]:
+    """Of the line of ``text`` that ends at ``eol``: the positions of its pipes and the :func:`_tallies` of the cells
+    after each (from that pipe to the end of the line, empty cells left out, as :func:`row_value` reads them)."""
     lo = text.rfind("\n", 0, eol) + 1
     pipes = [m.start() for m in _PIPE.finditer(text, lo, eol)]
-    n = len(pipes)
-    positive, complete, count = [False] * (n + 1), [True] * (n + 1), [0] * (n + 1)
-    for k in range(n - 1, -1, -1):  # the cells after pipe k: the one up to the next pipe (or the line's end), then the rest
-        cell = text[pipes[k] + 1:pipes[k + 1] if k + 1 < n else eol].strip()
-        v = _cell_verdict(cell) if cell else None
-        positive[k] = positive[k + 1] or v == "positive"
-        complete[k] = complete[k + 1] and (not cell or v is not None)
-        count[k] = count[k + 1] + (1 if cell else 0)
-    return tuple(pipes), tuple(positive), tuple(complete), tuple(count)
+    cells = [text[a + 1:b].strip() for a, b in zip(pipes, [*pipes[1:], eol], strict=True)]
+    return tuple(pipes), _tallies([(bool(c), _cell_verdict(c) if c else None) for c in cells])
 
 
 def _cells(line: str) -> list[str]:
@@ -607,34 +623,22 @@ def column_value(text: str, start: int) -> str | None:
     if col is None:
         return None
     # the rows below up to a blank line, those with the header's number of cells: their cell in the column
-    line_of, positive, complete, count = _column_below(text, len(header), col)
-    below = line_of[hi] + 1
-    if not count[below]:
-        return None
-    return "positive" if positive[below] else ("zero" if complete[below] else None)
+    line_of, tallies = _column_below(text, len(header), col)
+    return _tally_verdict(tallies[line_of[hi] + 1])
 
 
 @lru_cache(maxsize=8)  # each column header of a table asks it (a long table without blank lines: every header-like line)
-def _column_below(text: str, ncols: int, col: int) -> tuple[dict[int, int], tuple[bool, ...], tuple[bool, ...], tuple[int, ...]]:
-    """For the rows of ``text`` that have ``ncols`` cells, their cell ``col`` (:func:`_cell_verdict`), read from each line
-    down to the next blank line: the line ending at each offset's index, and from each line on, whether a cell is
-    positive, whether every cell has a verdict, and how many cells there are (:func:`column_value`)."""
+def _column_below(text: str, ncols: int, col: int) -> tuple[dict[int, int], list[tuple[bool, bool, int]]]:
+    """The index of the line ending at each offset of ``text``, and from each line down to the next blank line, the
+    :func:`_tallies` of cell ``col`` of the rows with ``ncols`` cells (:func:`column_value`)."""
     lines = text.split("\n")
     line_of, at = {}, 0
     for i, line in enumerate(lines):
         at += len(line)
         line_of[at] = i
         at += 1
-    positive, complete, count = [False] * (len(lines) + 1), [True] * (len(lines) + 1), [0] * (len(lines) + 1)
-    for i in range(len(lines) - 1, -1, -1):
-        if not lines[i].strip():
-            continue  # a blank line ends the table: nothing below it is read from above it
-        cells = _cells(lines[i])
-        positive[i], complete[i], count[i] = positive[i + 1], complete[i + 1], count[i + 1]
-        if len(cells) == ncols:
-            v = _cell_verdict(cells[col])
-            positive[i], complete[i], count[i] = positive[i] or v == "positive", complete[i] and v is not None, count[i] + 1
-    return line_of, tuple(positive), tuple(complete), tuple(count)
+    rows = [None if not line.strip() else _cells(line) for line in lines]  # a blank line ends the table
+    return line_of, _tallies([None if r is None else (len(r) == ncols, _cell_verdict(r[col]) if len(r) == ncols else None) for r in rows])
 
 
 # --------------------------------------------------------------------------- clauses
@@ -1040,7 +1044,7 @@ def clause_polarity(text: str, start: int, end: int) -> str | None:
     return verdict
 
 
-@lru_cache(maxsize=16)  # as _registrations_in
+@lru_cache(maxsize=16)  # every mention of a sentence asks of the same sentence
 def _motion_in(text: str, lo: int, hi: int) -> bool:
     return _MOTION.search(text, lo, hi) is not None
 
@@ -1078,17 +1082,10 @@ _MOTION = re.compile(_ocr_tolerant(r"\b(?:moved|motion|proposed|proposal|conside
 def _instrument_block(text: str, start: int, end: int, lo: int, hi: int) -> tuple[int, int]:
     """``[lo, hi)`` narrowed to the term's own instrument in a register: from the last registration number before
     the term (or its own, just after it) to the next instrument's number."""
-    starts, ends = _registrations_in(text, lo, hi)
+    _, starts, ends = _matches_in(_REGISTRATION, text, lo, hi)
     i = bisect.bisect_right(ends, start)  # the numbers before the term: those that end by its start
     j = max(i, bisect.bisect_right(starts, end + 12))  # the first number after it, more than 12 characters on
     return (starts[i - 1] if i else lo), (starts[j] if j < len(starts) else hi)
-
-
-@lru_cache(maxsize=16)  # every mention of a sentence asks of the same sentence
-def _registrations_in(text: str, lo: int, hi: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Starts and ends of the registration numbers in ``text[lo:hi]`` (searched in ``text``), in order."""
-    found = [(m.start(), m.end()) for m in _REGISTRATION.finditer(text, lo, hi)]
-    return tuple(a for a, _ in found), tuple(b for _, b in found)
 
 
 def _nearest_verdict(text: str, start: int, end: int, lo: int, hi: int) -> str | None:
@@ -1643,13 +1640,12 @@ _STATUS_ASKED_NOT_DONE = re.compile(r"([^?\n]{0,60})\?\s*(?:" + _STATUS_NOT_DONE
 _THOUSANDS = re.compile(r"\(?\b\d{1,3}(?:,\d{3})+\b\)?")
 
 
-@lru_cache(maxsize=32)  # a mention in a table row reads its whole line: each mention on a long line asks the same
 def _found(pattern: re.Pattern[str], span: str) -> bool:
-    """Whether ``pattern`` occurs in ``span``."""
-    return pattern.search(span) is not None
+    """Whether ``pattern`` occurs in ``span`` (:func:`_first`)."""
+    return _first(pattern, span) is not None
 
 
-@lru_cache(maxsize=32)  # as _found, where the match is read
+@lru_cache(maxsize=64)  # a mention reads its whole line or sentence: each mention on a long one asks the same
 def _first(pattern: re.Pattern[str], span: str) -> re.Match[str] | None:
     """``pattern.search(span)``."""
     return pattern.search(span)
@@ -1899,7 +1895,7 @@ def _last_match(pattern: re.Pattern[str], stop: re.Pattern[str], text: str, lo: 
     if start - lo > 256:
         b = _last_stop(stop, text, lo, start)
         if b is not None:
-            found, starts = _matches_in(pattern, text, lo, hi)
+            found, starts, _ = _matches_in(pattern, text, lo, hi)
             tail = None
             for tail in pattern.finditer(text, b, start):
                 pass
@@ -1926,9 +1922,10 @@ def _stops(stop: re.Pattern[str], text: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=16)  # every mention of a sentence asks of the same sentence
-def _matches_in(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> tuple[tuple[re.Match[str], ...], tuple[int, ...]]:
+def _matches_in(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> tuple[tuple[re.Match[str], ...], tuple[int, ...], tuple[int, ...]]:
+    """The matches of ``pattern`` in ``text[lo:hi]`` (searched in ``text``), in order, with their starts and ends."""
     found = tuple(pattern.finditer(text, lo, hi))
-    return found, tuple(m.start() for m in found)
+    return found, tuple(m.start() for m in found), tuple(m.end() for m in found)
 
 
 @lru_cache(maxsize=8)
