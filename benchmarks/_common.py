@@ -130,10 +130,11 @@ def write_result(path: Path, payload: dict[str, Any]) -> Path:
     return path
 
 
-def run_benchmark(name: str, args: Any, run: Callable[[Any], dict[str, Any]], report: Callable[[dict[str, Any], Any], None]) -> Path:
+def run_benchmark(name: str, args: Any, run: Callable[[Any], dict[str, Any]], report: Callable[[dict[str, Any], Any], None],
+                  settings: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run ``run(args)`` and write its result file with what every result records (name, date, wall time, command,
-    machine, settings: ``args`` but ``out``); print the machine and ``report(results, args)``. ``args`` needs ``out``
-    and ``smoke``."""
+    machine, settings: ``args`` but ``out``, and ``settings(results)`` when given); print the machine and
+    ``report(results, args)``; return the results. ``args`` needs ``out`` and ``smoke``."""
     machine = machine_info()
     started = now_iso()
     t0 = time.perf_counter()
@@ -144,14 +145,15 @@ def run_benchmark(name: str, args: Any, run: Callable[[Any], dict[str, Any]], re
         "wall_s": round(time.perf_counter() - t0, 2),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": machine,
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"},
+        "settings": {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "out"},
+                     **(settings(results) if settings is not None else {})},
         "results": results,
     }
     print_machine(machine)
     report(results, args)
     path = write_result(result_path(name, args.out, args.smoke), payload)
     print(f"\nwrote {path}")
-    return path
+    return results
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -60,16 +60,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
-    Phase,
-    machine_info,
-    now_iso,
-    peak_rss_mb,
-    print_machine,
-    result_path,
-    table,
-    write_result,
-)
+from _common import Phase, peak_rss_mb, run_benchmark, table  # noqa: E402
 from _synth import deal_layout, paragraphs  # noqa: E402
 
 NAME = "ingest_throughput"
@@ -451,32 +442,15 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval_node.config import load_config
 
     rc = load_config(args.config_dir).retrieval
-    machine = machine_info()
-    started = now_iso()
-    t0 = time.perf_counter()
-    results = run(args)
-    payload = {
-        "benchmark": NAME,
-        "date": started,
-        "wall_s": round(time.perf_counter() - t0, 2),
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": machine,
-        "settings": {
-            **{k: v for k, v in vars(args).items() if k != "out"},
-            "embedding_model": rc.embedding_model,
-            "embedding_batch_size": rc.embedding_batch_size,
-            "embedding_backend": results["embedding_backend"],
-            "window_tokens": rc.window_tokens,
-            "window_overlap_tokens": rc.window_overlap_tokens,
-            "vector_backend": rc.vector_backend,
-            "vector_db_url": rc.vector_db_url,
-        },
-        "results": results,
-    }
-    print_machine(machine)
-    report(results, args)
-    path = write_result(result_path(NAME, args.out, args.smoke), payload)
-    print(f"\nwrote {path}")
+    results = run_benchmark(NAME, args, run, report, settings=lambda results: {
+        "embedding_model": rc.embedding_model,
+        "embedding_batch_size": rc.embedding_batch_size,
+        "embedding_backend": results["embedding_backend"],
+        "window_tokens": rc.window_tokens,
+        "window_overlap_tokens": rc.window_overlap_tokens,
+        "vector_backend": rc.vector_backend,
+        "vector_db_url": rc.vector_db_url,
+    })
     if not results["reingest"]["all_unchanged"] or any(x["rejected"] for x in results["ingest_runs"]):
         print("ERROR: the second ingest did not report every chunk unchanged, or lines were rejected", file=sys.stderr)
         return 1
