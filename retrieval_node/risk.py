@@ -84,6 +84,20 @@ def _repair_digits(low: str) -> str:
     return _DIGIT_RUN.sub(fix, low)
 
 
+#: a line break as Stage 0 may write one: ``\r\n`` (Windows), a lone ``\r`` (old Mac), a vertical tab (a word processor's
+#: line break), a form feed (a page break from pdftotext), NEL, the Unicode line and paragraph separators. These are the
+#: boundaries ``str.splitlines`` breaks at; every reading of a line reads any of them as a ``\n``.
+LINE_BREAK_CHARS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK = re.compile(r"\r\n|[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+#: a word hyphenated across a line break ("com-" / "missioned"), as :func:`normalise_ocr` joins it
+_HYPHEN_BREAK = re.compile(r"(\w)-[ \t]*\n\s*(\w)")
+
+
+def _unix_lines(text: str) -> str:
+    """``text`` with each line break (:data:`LINE_BREAK_CHARS`, ``\\r\\n`` as one) written as ``\\n``."""
+    return _LINE_BREAK.sub("\n", text) if _LINE_BREAK.search(text) is not None else text
+
+
 #: specks a scan leaves between words ("Court of \u00b0 King's Bench"): read as spaces. Table rules (|, -), dotted leaders,
 #: currency and brackets are not specks.
 _OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00a4\u00a8\u00b4\u02dc\u00ab\u00bb~^"})
@@ -91,16 +105,17 @@ _OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00
 
 @lru_cache(maxsize=64)  # a chunk is read under each risk setting of the profiles in turn (precompute, rankers)
 def normalise_ocr(text: str) -> str:
-    """Lower-case, join words hyphenated across line breaks, unify apostrophes, read scan specks as spaces, repair OCR
+    """Write every line break as ``\\n`` (:data:`LINE_BREAK_CHARS`: ``\\r\\n``, a lone ``\\r``, a form feed ...), lower-case,
+    join words hyphenated across line breaks, unify apostrophes, read scan specks as spaces, repair OCR
     letters inside numbers and digits inside words, and read "nll" / "nli" (a scan's "NlL") as nil where a value stands.
 
     A run of spaces becomes one space, or two where there were several (the column gap of a table row
     stays visible); a blank line stays one blank line (the end of a paragraph or a table); other line
     breaks are kept without their indentation.
     """
-    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").translate(_OCR_SPECKS)
-    text = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", text)
-    text = re.sub(r"[\t\r\f\v]", "  ", text)
+    text = _unix_lines(text).replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").translate(_OCR_SPECKS)
+    text = _HYPHEN_BREAK.sub(r"\1\2", text)
+    text = text.replace("\t", "  ")
     text = re.sub(r" {2,}", "  ", text)
     text = re.sub(r" *\n *(?:\n[ \n]*)+", "\n\n", text)
     text = re.sub(r" *\n *", "\n", text)
@@ -717,7 +732,7 @@ def _heading_lines(original: str) -> set[str]:
     no amount, instrument number, party or subject ("CAVEAT RE OPTION TO PURCHASE, NORTHGATE HOLDINGS" is a register's
     entry)."""
     out = set()
-    joined = re.sub(r"(\w)-[ \t]*\n\s*(\w)", r"\1\2", original)  # a heading hyphenated across lines, as normalise_ocr joins it
+    joined = _HYPHEN_BREAK.sub(r"\1\2", _unix_lines(original))  # a heading hyphenated across lines, as normalise_ocr joins it
     for line in joined.splitlines():
         stripped = line.strip(" -=*#\t")
         stripped = _OCR_LOWER_L.sub("L", stripped)  # "ENCUMBRANCES, LlENS & INTERESTS": OCR's l for I in a capital word
@@ -2554,11 +2569,17 @@ def _inside_others(spans: set[tuple[int, int]]) -> set[tuple[int, int]]:
 EXCERPT_MAX_CHARS = 700
 
 
+#: a line with its line break (any of :data:`LINE_BREAK_CHARS`, ``\\r\\n`` as one), or the last line without one
+_LINE_WITH_BREAK = re.compile(r"[^\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]|$)")
+#: what an excerpt does not end with: line breaks, spaces and tabs
+_RUN_TRAIL = LINE_BREAK_CHARS + " \t"
+
+
 def _excerpt_runs(text: str, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int) -> list[tuple[int, int]]:
     """The candidate excerpts of :func:`best_risk_span`: ``(start, end)`` of each run of whole lines that fits in
     ``max_chars``, starting at a line that names a term of ``domains`` or the line before it (its context), in
     order; with no such line (a risk only in numbers, or a term broken across lines) every line is a start."""
-    lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]*(?:\n|$)", text) if m.end() > m.start()]
+    lines = [(m.start(), m.end()) for m in _LINE_WITH_BREAK.finditer(text) if m.end() > m.start()]
     union = _domain_terms(lexicon, domains)[1]
     marked = [i for i, (a, b) in enumerate(lines) if union is not None and union.search(normalise_ocr(text[a:b]))]
     starts = sorted({j for i in marked for j in (i - 1, i) if j >= 0}) if marked else list(range(len(lines)))
@@ -2574,7 +2595,7 @@ def _excerpt_runs(text: str, lexicon: RiskLexicon, domains: Sequence[str], max_c
             while j + 1 < len(lines) and lines[j + 1][1] - start <= max_chars:
                 j += 1
             end = lines[j][1]
-        while end > start and text[end - 1] in "\n\r \t":
+        while end > start and text[end - 1] in _RUN_TRAIL:
             end -= 1
         if end > start:
             runs.append((start, end))

@@ -1402,6 +1402,76 @@ def test_whitespace_after_the_last_line_is_not_read():
     holds()
 
 
+
+#: the line breaks Stage 0 may write (str.splitlines' boundaries): Windows, old Mac, vertical tab, form feed (a page break
+#: from pdftotext), NEL, the Unicode line and paragraph separators
+_LINE_BREAKS = ["\r\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+#: lines the break matters to: a word hyphenated across it, a register with a routine right of way below its heading, a
+#: tax row's zero under a label, a blank line ending a table
+_BREAK_LINES = [
+    "Note 11 - Subsequent event",
+    "After the fiscal year end the Board com-",
+    "missioned an engineering review of the parkade membrane; its cost is not yet known.",
+    "ENCUMBRANCES, LIENS & INTERESTS",
+    "192 044 318  11/02/2019  UTILITY RIGHT OF WAY",
+    "    GRANTEE - PRAIRIE GAS CO-OP LTD.",
+    "Arrears ......... $0.00",
+    "Penalty ......... $212.75",
+    "TOTAL INSTRUMENTS: 001",
+]
+
+
+def _with_breaks(text: str, breaks: list[str]) -> str:
+    """``text`` with its i-th ``\\n`` written as ``breaks[i % len(breaks)]`` (no ``\\n`` is left, so a lone ``\\r`` is
+    never followed by one: the two would make one Windows break)."""
+    parts = text.split("\n")
+    return parts[0] + "".join(breaks[i % len(breaks)] + part for i, part in enumerate(parts[1:]))
+
+
+def test_a_line_break_reads_the_same_whatever_character_writes_it():
+    """Stage 0 may end a line with \\r\\n, a lone \\r, a form feed, a Unicode line separator ...; each is a line break
+    (what str.splitlines breaks at), never the column gap or the space it once was read as: the signal of a chunk is the
+    one it has with \\n breaks, in each convention and in a mix of them, and its excerpt is the same run of lines."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    assert LEX is not None
+    lines = _EXCERPT_LINES + _BREAK_LINES
+
+    @settings(max_examples=200, deadline=None)
+    @given(st_.lists(st_.sampled_from(lines), min_size=1, max_size=8), st_.lists(st_.sampled_from(_LINE_BREAKS), min_size=1, max_size=3),
+           st_.sampled_from(_DOMAIN_LISTS))
+    def holds(chosen, breaks, domains) -> None:
+        text = "\n".join(chosen)
+        other = _with_breaks(text, breaks)
+        assert risk_signal(other, LEX, domains) == risk_signal(text, LEX, domains), (other, breaks)
+        # the excerpt: with room for the whole text, the same lines (their breaks aside)
+        size = len(other) + 1
+        want, got = best_risk_span(text, LEX, domains, max_chars=size), best_risk_span(other, LEX, domains, max_chars=size)
+        assert (want is None) == (got is None)
+        if want is not None and got is not None:
+            assert re.sub("\r\n|[\r\v\f\x1c-\x1e\x85\u2028\u2029]", "\n", other[got[0]:got[1]]) == text[want[0]:want[1]]
+
+    holds()
+
+
+@pytest.mark.parametrize("brk", ["\r\n", "\r", "\f", "\u2028"])
+def test_a_word_hyphenated_across_any_line_break_is_joined(brk):
+    """"com-" / "missioned" is one word whatever ends the line: the Board commissioned a review after year end (a subsequent
+    event stated as a decision, material); read apart, "missioned" decides nothing."""
+    text = brk.join(_BREAK_LINES[:3])
+    assert "subsequent_event" in kinds(text, "condo")
+    assert kinds(text, "condo") == kinds("\n".join(_BREAK_LINES[:3]), "condo")
+
+
+@pytest.mark.parametrize("brk", ["\r", "\f", "\u2028", "\x85"])
+def test_a_routine_register_with_other_line_breaks_stays_clear(brk):
+    """A register whose only entry is a utility right of way is clear with \\n breaks; written with another line break it
+    is the same register, not one long line whose heading and entry run together."""
+    text = brk.join(_BREAK_LINES[3:6] + ["", _BREAK_LINES[8]])
+    assert not risk_signal("\n".join(_BREAK_LINES[3:6] + ["", _BREAK_LINES[8]]), LEX, ["title"]).material
+    assert not risk_signal(text, LEX, ["title"]).material
+
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
 # Kinds of failure read on a probe set written by another helper; each rule stated here in new text, several layouts.
 
