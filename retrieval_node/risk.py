@@ -822,17 +822,40 @@ def _is_title(text: str, start: int, end: int, term: str, lines: _Lines | None =
     ("CERTIFICATE OF LIS PENDENS", "STATEMENT OF LIEN", "CAVEAT FORBIDDING REGISTRATION"): the document it opens
     is read by its body, not as a section heading. A line the line above runs on into is read with it ("CERTIFICATE OF" /
     "LIS PENDENS"; "... LEVIES AND INTEREST ON" / "ARREARS" is no title)."""
+    if text[start:end].endswith("s") and not term.endswith("s"):
+        return False  # a plural names a kind of instrument ("CAVEATS"), not the one this copy is
     lo, hi = _line_bounds(text, start)
     if sum(1 for _ in itertools.islice(_TITLE_WORD.finditer(text, lo, hi), 7)) > 6:
-        return False  # the term's line alone has too many words (read up to the seventh: a line may be a whole chunk)
+        # the term's line alone has too many words (read up to the seventh: a line may be a whole chunk): a title only
+        # where its line joins it to what follows it
+        return _opening_title(text, start, end, lines)
     prev = _run_on_from(text, lo, lines)
     line = (text[lo:hi] if prev is None else f"{prev} {text[lo:hi]}").strip(" -=*#")
-    plural = text[start:end].endswith("s") and not term.endswith("s")
-    if plural or ":" in line or "," in line or len(re.findall(r"[a-z0-9]+", line)) > 6:  # a dash is not a word
+    if ":" in line or "," in line or len(re.findall(r"[a-z0-9]+", line)) > 6:  # a dash is not a word
         return False
     if re.search(r"\b\d+\b", re.sub(r"^form \d+\s*-?\s*", "", line)):
         return False
     return text[:lo].count("\n") <= 8 and _INSTRUMENT_COPY.search(text[:3000]) is not None
+
+
+#: what may stand before a title that opens a copy: a form's number, then at most three words ("FORM 3 STATEMENT OF")
+_BEFORE_OPENING_TITLE = re.compile(r"\s*(?:form \d+[a-z]?\s*[-.:]?\s*)?(?:[a-z']+\s+){0,3}")
+
+
+def _opening_title(text: str, start: int, end: int, lines: _Lines | None) -> bool:
+    """The term in the capitals that open a copy of an instrument, where the title shares its line with what follows it (a
+    layout that joins lines: "FORM 3 STATEMENT OF LIEN Prompt Payment ...", "CAVEAT FORBIDDING REGISTRATION TO THE
+    REGISTRAR ..."): among the chunk's first words (a form's number and at most three words before it) and, as written, in
+    capitals up to the term's last word."""
+    if lines is None or start > 80 or _BEFORE_OPENING_TITLE.fullmatch(text, 0, start) is None:
+        return False
+    words = len(_TITLE_WORD.findall(text, 0, end))  # the opening's words, up to the term's last one
+    written = _WRITTEN_WORD.findall(lines.original, 0, end + 200)[:words]
+    return len(written) == words and " ".join(written).isupper() and _INSTRUMENT_COPY.search(text[:3000]) is not None
+
+
+#: a word as written: a run of non-space characters with a letter or a digit (a dash alone is not one)
+_WRITTEN_WORD = re.compile(r"\S*[^\W_]\S*")
 
 
 #: Negation before a term in its clause: "no builders' liens, writs or lis pendens are registered",

@@ -1472,6 +1472,56 @@ def test_a_routine_register_with_other_line_breaks_stays_clear(brk):
     assert not risk_signal("\n".join(_BREAK_LINES[3:6] + ["", _BREAK_LINES[8]]), LEX, ["title"]).material
     assert not risk_signal(text, LEX, ["title"]).material
 
+
+_LIEN_COPY = ("FORM 3\nSTATEMENT OF LIEN\nPrompt Payment and Construction Lien Act\n\nLienor: Foothills Framing Inc., 12 Quarry Road, "
+              "Airdrie\nOwner: Sage Creek Homes Ltd.\nWork done: wall framing and roof trusses\nLast day work was done: August 28, 2025\n"
+              "Amount claimed: $18,400.00\n\nSworn before me at Airdrie on September 30, 2025.")
+_CAVEAT_COPY = ("CAVEAT FORBIDDING REGISTRATION\nTO THE REGISTRAR OF THE SOUTH ALBERTA LAND REGISTRATION DISTRICT\n\n"
+                "TAKE NOTICE that Wapiti Holdings Ltd. claims an interest in the lands as purchaser under an offer to purchase\n"
+                "dated May 2, 2025, and forbids the registration of any person as transferee unless the instrument is subject to its claim.\n"
+                "Dated this 9th day of June, 2025.")
+_DISCHARGE_COPY = ("DISCHARGE OF CAVEAT\nTO THE REGISTRAR OF THE SOUTH ALBERTA LAND REGISTRATION DISTRICT\n\nWapiti Holdings Ltd. hereby "
+                   "discharges the caveat registered as 252 117 604 against the lands.\nDated this 2nd day of July, 2025.")
+_ROUTINE_CAVEAT_COPY = ("CAVEAT RE: UTILITY RIGHT OF WAY\nTO THE REGISTRAR OF THE NORTH ALBERTA LAND REGISTRATION DISTRICT\n\n"
+                        "TAKE NOTICE that Prairie Gas Co-op Ltd. claims an interest in the lands as grantee of a utility right of way\n"
+                        "granted by the owner on March 4, 2012.")
+
+
+def _joined_layouts(text: str) -> dict[str, str]:
+    """The copy as written, with each single line break read as a space (paragraphs kept), and with none at all."""
+    return {"lines": text, "paragraphs-joined": re.sub(r"(?<!\n)\n(?!\n)", " ", text), "flat": text.replace("\n", " ")}
+
+
+@pytest.mark.parametrize(("text", "kind"), [(_LIEN_COPY, "lien"), (_CAVEAT_COPY, "caveat")])
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_the_title_that_opens_an_instrument_copy_is_read_in_any_layout(text, kind, layout):
+    """A copy of a lien or a caveat opens with its title in capitals ("FORM 3 / STATEMENT OF LIEN", "CAVEAT FORBIDDING
+    REGISTRATION") and is material by its body (an amount claimed, a date). Where the layout joins the title to the lines
+    after it ("FORM 3 STATEMENT OF LIEN Prompt Payment ...") it is still the copy's title, not a mention in passing."""
+    sig = risk_signal(_joined_layouts(text)[layout], LEX, ["title"])
+    assert sig.material and kind in sig.kinds
+
+
+@pytest.mark.parametrize("text", [_DISCHARGE_COPY, _ROUTINE_CAVEAT_COPY])
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_discharge_or_a_routine_caveat_that_opens_a_copy_stays_clear_in_any_layout(text, layout):
+    """The same opening read as a title does not make a discharge of a caveat, or a utility's caveat, a risk."""
+    assert not risk_signal(_joined_layouts(text)[layout], LEX, ["title"]).material
+
+
+def test_an_opening_in_mixed_case_or_after_other_words_is_no_title():
+    """Only the capitals that open the chunk are its title: the same words in running text, or in lower case where the
+    lines are joined, are read as a mention (no figures in their clause: not material)."""
+    from retrieval_node.risk import _Lines, _opening_title, normalise_ocr
+
+    for written, want in [("FORM 3 STATEMENT OF LIEN Prompt Payment Act. Lienor: Foothills Framing Inc.", True),
+                          ("Form 3 Statement of Lien Prompt Payment Act. Lienor: Foothills Framing Inc.", False),
+                          ("The clerk filed a statement of lien with the registrar today", False),
+                          ("NOTICE TO THE OWNER OF A STATEMENT OF LIEN Lienor: Foothills Framing Inc.", False)]:
+        low = normalise_ocr(written)
+        at = low.index("lien")
+        assert _opening_title(low, at, at + 4, _Lines(written)) is want, written
+
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
 # Kinds of failure read on a probe set written by another helper; each rule stated here in new text, several layouts.
 
