@@ -770,49 +770,14 @@ class _Lines:
     """What a text's lines say as written that its normalised form no longer shows: its category headings
     (:func:`_heading_lines`) and its lines of running prose (:func:`_prose_lines`, worked out when first asked)."""
 
-    __slots__ = ("_inline", "headings", "original")
+    __slots__ = ("headings", "original")
 
     def __init__(self, original: str) -> None:
         self.original = original
         self.headings = _heading_lines(original)
-        self._inline: tuple[str, ...] | None = None
 
     def prose(self, line: str) -> bool:
         return line.strip() in _prose_lines(self.original)
-
-    def in_inline_heading(self, text: str, start: int, end: int) -> bool:
-        """Whether ``text[start:end]`` (of the normalised text) lies in a category heading that shares its line with other
-        words (:func:`_inline_headings`)."""
-        if self._inline is None:
-            self._inline = _inline_headings(self.original)
-        for phrase in self._inline:
-            at = text.find(phrase, max(0, end - len(phrase)), start + len(phrase))
-            if at != -1 and at <= start:
-                return True
-        return False
-
-
-#: an item of a category heading as written: one to four words in capitals ("ENCUMBRANCES", "LIENS", "INTERESTS")
-_CATEGORY_ITEM = r"(?!AND\b)[A-Z][A-Z'\u2019]*(?:[ \t]+(?!AND\b)[A-Z][A-Z'\u2019]*){0,3}"
-#: a category heading within a line: three or more items in capitals joined by commas, "&" or "AND"
-_INLINE_CATEGORIES = re.compile(rf"(?<![\w'])({_CATEGORY_ITEM})(?:[ \t]*(?:,|&|\bAND\b)[ \t]*({_CATEGORY_ITEM})){{2,}}(?![\w'])")
-
-
-def _inline_headings(original: str) -> tuple[str, ...]:
-    """The category headings of ``original`` that share their line with other words, as :func:`normalise_ocr` spells them:
-    a page whose text layer lost its line breaks reads "... 0E5 ------ ENCUMBRANCES, LIENS & INTERESTS ------ REGISTRATION
-    ...". Three or more items in capitals joined by commas, "&" or "AND" (at most four words each; no amount, number or
-    party; not a label: "CAVEATS, WRITS & LIENS: 3 REGISTERED" answers), as :func:`_heading_lines` reads a heading alone on
-    its line."""
-    if "," not in original and "&" not in original and "AND" not in original:
-        return ()
-    found = []
-    written = _OCR_LOWER_L.sub("L", original)
-    for m in _INLINE_CATEGORIES.finditer(written):
-        phrase = m.group(0)
-        if not _PARTY.search(phrase) and not written[m.end():m.end() + 8].lstrip(" \t").startswith(":"):
-            found.append(normalise_ocr(phrase).strip())
-    return tuple(dict.fromkeys(found))
 
 
 def _run_on_from(text: str, line_start: int, lines: _Lines | None) -> str | None:
@@ -833,8 +798,6 @@ def _is_heading(text: str, start: int, end: int, lines: _Lines | None = None) ->
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
     if lines is not None and text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in lines.headings:
-        return True
-    if lines is not None and lines.in_inline_heading(text, start, end):
         return True
     if _NOT_NUMBERING.search(text, line_start, start):  # only list numbering may precede a heading
         return False

@@ -1522,44 +1522,6 @@ def test_an_opening_in_mixed_case_or_after_other_words_is_no_title():
         at = low.index("lien")
         assert _opening_title(low, at, at + 4, _Lines(written)) is want, written
 
-
-_REGISTER_CLEAR = (
-    "LAND TITLE CERTIFICATE\nLINC 0031 442 118   SHORT LEGAL 0614233;7;22\n\nREGISTERED OWNER(S)\n"
-    "REGISTRATION  DATE(DMY)  DOCUMENT TYPE  VALUE  CONSIDERATION\n" + "-" * 60 + "\n192 405 331   02/08/2019 TRANSFER OF LAND   $415,000   "
-    "$415,000\n\nOWNERS\nHELENA MARIE OSTROWSKI\n\n" + "-" * 60 + "\n            ENCUMBRANCES, LIENS & INTERESTS\n" + "-" * 60 +
-    "\nREGISTRATION\nNUMBER        DATE (D/M/Y)   PARTICULARS\n" + "-" * 60 + "\n062 118 940   11/04/2006   UTILITY RIGHT OF WAY\n"
-    "                             GRANTEE - PRAIRIE GAS CO-OP LTD.\n\nTOTAL INSTRUMENTS: 001")
-_REGISTER_LIEN = _REGISTER_CLEAR.replace("TOTAL INSTRUMENTS: 001", "252 301 447   19/09/2025   BUILDERS' LIEN\n"
-                                         "                             LIENOR - KESTREL ROOFING LTD.\n"
-                                         "                             AMOUNT: $27,350\n\nTOTAL INSTRUMENTS: 002")
-
-
-@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
-def test_the_register_heading_names_no_lien_whatever_shares_its_line(layout):
-    """"ENCUMBRANCES, LIENS & INTERESTS" heads a register's list: its "LIENS" is a category, not a lien, on a line of its
-    own or where the text layer joined it to the rules and column labels around it. A register whose only entry is a
-    utility right of way is clear in every layout; one with a builders' lien is material by the lien's own entry."""
-    clear = _joined_layouts(_REGISTER_CLEAR)[layout]
-    assert not risk_signal(clear, LEX, ["title"]).material
-    lien = risk_signal(_joined_layouts(_REGISTER_LIEN)[layout], LEX, ["title"])
-    assert lien.kinds == ("builders_lien",)
-
-
-@pytest.mark.parametrize(("written", "want"), [
-    ("0E5 ------ ENCUMBRANCES, LIENS & INTERESTS ------ REGISTRATION", ("encumbrances, liens & interests",)),
-    ("see the heading ENCUMBRANCES, LlENS AND INTERESTS below", ("encumbrances, llens and interests",)),
-    ("REGISTER OF CAVEATS, WRITS, LIS PENDENS & LIENS follows", ("register of caveats, writs, lis pendens & liens",)),
-    ("CAVEATS, WRITS & LIENS: 3 REGISTERED", ()),  # a label with its answer
-    ("BUILDERS' LIEN - APEX FRAMING LTD, CALGARY, ALBERTA", ()),  # a register entry: its party
-    ("LIEN, $27,350, KESTREL ROOFING", ()),  # an amount
-    ("CAVEAT, MORTGAGE then the rest", ()),  # two items are a list, not a heading of categories
-    ("Encumbrances, liens & interests", ()),  # not in capitals
-])
-def test_a_category_heading_inside_a_line_is_three_items_in_capitals(written, want):
-    from retrieval_node.risk import _inline_headings
-
-    assert _inline_headings(written) == want
-
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
 # Kinds of failure read on a probe set written by another helper; each rule stated here in new text, several layouts.
 
