@@ -846,12 +846,21 @@ def _opening_title(text: str, start: int, end: int, lines: _Lines | None) -> boo
     """The term in the capitals that open a copy of an instrument, where the title shares its line with what follows it (a
     layout that joins lines: "FORM 3 STATEMENT OF LIEN Prompt Payment ...", "CAVEAT FORBIDDING REGISTRATION TO THE
     REGISTRAR ..."): among the chunk's first words (a form's number and at most three words before it) and, as written, in
-    capitals up to the term's last word."""
+    capitals up to the term's last word, not a label ("CAVEAT:"), in a text that is a copy by what only a copy says
+    (:data:`_COPY_OF_INSTRUMENT`: a letter "RE CAVEAT FOR THE SMITH PURCHASE" that names Land Titles is none)."""
     if lines is None or start > 80 or _BEFORE_OPENING_TITLE.fullmatch(text, 0, start) is None:
         return False
+    if text[end:end + 3].lstrip(" ").startswith(":"):
+        return False  # "CAVEAT: The Buyer may register ...": a label, not a title
     words = len(_TITLE_WORD.findall(text, 0, end))  # the opening's words, up to the term's last one
     written = _WRITTEN_WORD.findall(lines.original, 0, end + 200)[:words]
-    return len(written) == words and " ".join(written).isupper() and _INSTRUMENT_COPY.search(text[:3000]) is not None
+    return len(written) == words and " ".join(written).isupper() and _COPY_OF_INSTRUMENT.search(text[:3000]) is not None
+
+
+#: what only a copy of an instrument says (not a letter or a contract that names the registrar or Land Titles): its form's
+#: number, its district's registrar, its "take notice", its lienor or caveator, its court file
+_COPY_OF_INSTRUMENT = re.compile(r"\bform \d+\b|registration district|\btake notice\b|\blienor\b|\bcaveator\b|registered instrument"
+                                 r"|court file")
 
 
 #: a word as written: a run of non-space characters with a letter or a digit (a dash alone is not one)

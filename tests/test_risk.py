@@ -1509,18 +1509,50 @@ def test_a_discharge_or_a_routine_caveat_that_opens_a_copy_stays_clear_in_any_la
     assert not risk_signal(_joined_layouts(text)[layout], LEX, ["title"]).material
 
 
+_LETTER_RE_CAVEAT = ("RE CAVEAT FOR THE SMITH PURCHASE OF 14 ELM CRESCENT\nWe may register a caveat at Land Titles to protect the "
+                     "purchaser if closing is delayed past March 31, 2025.")
+_CAVEAT_LABEL = ("CAVEAT:\nThe Buyer may register a caveat against the title at the Land Titles Office once the deposit of $10,000 "
+                 "is paid.")
+
+
+@pytest.mark.parametrize("text", [_LETTER_RE_CAVEAT, _CAVEAT_LABEL])
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_letter_or_a_label_opening_in_capitals_is_no_instrument_copy(text, layout):
+    """A letter's subject line in capitals ("RE CAVEAT FOR ...") or a contract's label ("CAVEAT:") opens the chunk too,
+    and a letter names Land Titles; neither is a copy of a caveat: what the text says of a caveat it may register is no
+    risk, in any layout (found by review: the opening read as a copy's title flagged both)."""
+    assert not risk_signal(_joined_layouts(text)[layout], LEX, ["title"]).material
+
+
+@pytest.mark.parametrize(("text", "domain", "kind"), [
+    ("LAND TITLE CERTIFICATE\n232 145 678  14/06/2023  BUILDERS' LIEN, APEX FRAMING, CALGARY", "title", "builders_lien"),
+    ("TAX CERTIFICATE\nROLL 7730125500\nARREARS, PENALTIES AND COSTS  $4,312.55", "tax", "tax_arrears"),
+    ("PLEASE NOTE, THE BUILDERS' LIEN, CAVEAT AND WRIT REMAIN ON TITLE AND MUST BE DISCHARGED BEFORE CLOSING ON MARCH 3, 2025.",
+     "title", "builders_lien"),
+])
+def test_a_register_row_or_a_sentence_in_capitals_with_commas_is_read(text, domain, kind):
+    """Capitals joined by commas are not a category heading when they are a register's row, a certificate's row with its
+    amount or a sentence: the risk in them is read (a rule that took any three such items for a heading hid all three)."""
+    assert kind in risk_signal(text, LEX, [domain]).kinds
+
+
 def test_an_opening_in_mixed_case_or_after_other_words_is_no_title():
     """Only the capitals that open the chunk are its title: the same words in running text, or in lower case where the
     lines are joined, are read as a mention (no figures in their clause: not material)."""
-    from retrieval_node.risk import _Lines, _opening_title, normalise_ocr
+    from retrieval_node.risk import _is_title, _Lines, _opening_title, normalise_ocr
 
     for written, want in [("FORM 3 STATEMENT OF LIEN Prompt Payment Act. Lienor: Foothills Framing Inc.", True),
                           ("Form 3 Statement of Lien Prompt Payment Act. Lienor: Foothills Framing Inc.", False),
                           ("The clerk filed a statement of lien with the registrar today", False),
-                          ("NOTICE TO THE OWNER OF A STATEMENT OF LIEN Lienor: Foothills Framing Inc.", False)]:
+                          ("NOTICE TO THE OWNER OF A STATEMENT OF LIEN Lienor: Foothills Framing Inc.", False),
+                          ("FORM 3 Statement of LIEN Prompt Payment Act. Lienor: Foothills Framing Inc.", False),
+                          ("LIEN: Foothills Framing Inc. claims $18,400.00 under Form 3 as lienor", False)]:
         low = normalise_ocr(written)
         at = low.index("lien")
         assert _opening_title(low, at, at + 4, _Lines(written)) is want, written
+    # a plural names a kind of instrument, never the copy's title
+    written = "CAVEATS REGISTERED AGAINST THE LANDS BY THE CAVEATOR NAMED BELOW, FORM 3"
+    assert not _is_title(normalise_ocr(written), 0, 7, "caveat", _Lines(written))
 
 # --------------------------------------------------------------------------- wording of a fifth probe set (session 16)
 # Kinds of failure read on a probe set written by another helper; each rule stated here in new text, several layouts.
