@@ -88,14 +88,15 @@ def _repair_digits(low: str) -> str:
 #: line break), a form feed (a page break from pdftotext), NEL, the Unicode line and paragraph separators. These are the
 #: boundaries ``str.splitlines`` breaks at; every reading of a line reads any of them as a ``\n``.
 LINE_BREAK_CHARS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
-_LINE_BREAK = re.compile(r"\r\n|[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+#: a line break written otherwise than ``\n``: ``\r\n`` (first: one break), or one of the other :data:`LINE_BREAK_CHARS`
+_LINE_BREAK = re.compile("\r\n|[" + re.escape(LINE_BREAK_CHARS.replace("\n", "")) + "]")
 #: a word hyphenated across a line break ("com-" / "missioned"), as :func:`normalise_ocr` joins it
 _HYPHEN_BREAK = re.compile(r"(\w)-[ \t]*\n\s*(\w)")
 
 
 def _unix_lines(text: str) -> str:
     """``text`` with each line break (:data:`LINE_BREAK_CHARS`, ``\\r\\n`` as one) written as ``\\n``."""
-    return _LINE_BREAK.sub("\n", text) if _LINE_BREAK.search(text) is not None else text
+    return _LINE_BREAK.sub("\n", text)
 
 
 #: specks a scan leaves between words ("Court of \u00b0 King's Bench"): read as spaces. Table rules (|, -), dotted leaders,
@@ -809,9 +810,12 @@ def _is_heading(text: str, start: int, end: int, lines: _Lines | None = None) ->
     return prev is None or (lines is not None and prev.strip(" -=*#") in lines.headings)
 
 
-#: A copy of a registered instrument or court document says so somewhere: an instrument number heading, the registrar.
-_INSTRUMENT_COPY = re.compile(r"registered instrument|registrar|land titles|court file|certificate of title|registration district"
-                             r"|\bform \d+\b|\blienor\b|\bcaveator\b")
+#: what only a copy of an instrument says (not a letter or a contract that names the registrar or Land Titles): its form's
+#: number, its district's registrar, its "take notice", its lienor or caveator, its court file
+_COPY_OWN_WORDS = r"\bform \d+\b|registration district|\btake notice\b|\blienor\b|\bcaveator\b|registered instrument|court file"
+_COPY_OF_INSTRUMENT = re.compile(_COPY_OWN_WORDS)
+#: A copy of a registered instrument or court document says so somewhere: its own words, or the registrar, Land Titles.
+_INSTRUMENT_COPY = re.compile(_COPY_OWN_WORDS + r"|registrar|land titles|certificate of title")
 
 
 _TITLE_WORD = re.compile(r"[a-z0-9]+")
@@ -856,11 +860,6 @@ def _opening_title(text: str, start: int, end: int, lines: _Lines | None) -> boo
     written = _WRITTEN_WORD.findall(lines.original, 0, end + 200)[:words]
     return len(written) == words and " ".join(written).isupper() and _COPY_OF_INSTRUMENT.search(text[:3000]) is not None
 
-
-#: what only a copy of an instrument says (not a letter or a contract that names the registrar or Land Titles): its form's
-#: number, its district's registrar, its "take notice", its lienor or caveator, its court file
-_COPY_OF_INSTRUMENT = re.compile(r"\bform \d+\b|registration district|\btake notice\b|\blienor\b|\bcaveator\b|registered instrument"
-                                 r"|court file")
 
 
 #: a word as written: a run of non-space characters with a letter or a digit (a dash alone is not one)
@@ -2602,7 +2601,7 @@ EXCERPT_MAX_CHARS = 700
 
 
 #: a line with its line break (any of :data:`LINE_BREAK_CHARS`, ``\\r\\n`` as one), or the last line without one
-_LINE_WITH_BREAK = re.compile(r"[^\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]*(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]|$)")
+_LINE_WITH_BREAK = re.compile("[^" + re.escape(LINE_BREAK_CHARS) + "]*(?:\r\n|[" + re.escape(LINE_BREAK_CHARS) + "]|$)")
 #: what an excerpt does not end with: line breaks, spaces and tabs
 _RUN_TRAIL = LINE_BREAK_CHARS + " \t"
 

@@ -1421,6 +1421,13 @@ _BREAK_LINES = [
 ]
 
 
+def test_the_line_breaks_read_are_those_str_splitlines_breaks_at():
+    """LINE_BREAK_CHARS is the set of characters str.splitlines breaks at, no more and no less."""
+    from retrieval_node.risk import LINE_BREAK_CHARS
+
+    assert {chr(c) for c in range(0x110000) if len(f"a{chr(c)}b".splitlines()) == 2} == set(LINE_BREAK_CHARS)
+
+
 def _with_breaks(text: str, breaks: list[str]) -> str:
     """``text`` with its i-th ``\\n`` written as ``breaks[i % len(breaks)]`` (no ``\\n`` is left, so a lone ``\\r`` is
     never followed by one: the two would make one Windows break)."""
