@@ -728,23 +728,51 @@ _OCR_LOWER_L = re.compile(r"(?<=[A-Z])l|l(?=[A-Z]{2})")
 _PARTY = re.compile(r"\b(?:LTD|INC|CORP|LIMITED|LLP|ULC)\b|\s[-\u2013\u2014]\s|\d|:\s*\S", re.IGNORECASE)
 
 
+#: a rule across the page: a run of dashes, equals signs, underscores, stars or box-drawing lines. A rule stands on a line
+#: of its own in every layout, so where a layout joins the lines (a text layer without line breaks) what stands between
+#: two rules is still a line of its own: "------ ENCUMBRANCES, LIENS & INTERESTS ------" is the register's heading.
+_RULE = re.compile("[-=_*\u2013\u2014\u2500\u2550]{4,}")
+#: how far from a mention a rule around it is looked for (:func:`_banner`): a heading is short
+_BANNER_REACH = 80
+
+
 def _heading_lines(original: str) -> set[str]:
     """Upper-case lines that list categories ("ENCUMBRANCES, LIENS & INTERESTS"): short items (at most four words each),
     no amount, instrument number, party or subject ("CAVEAT RE OPTION TO PURCHASE, NORTHGATE HOLDINGS" is a register's
-    entry)."""
+    entry). What stands between two rules inside a line (:data:`_RULE`) is read as a line of its own."""
     out = set()
     joined = _HYPHEN_BREAK.sub(r"\1\2", _unix_lines(original))  # a heading hyphenated across lines, as normalise_ocr joins it
     for line in joined.splitlines():
-        stripped = line.strip(" -=*#\t")
-        stripped = _OCR_LOWER_L.sub("L", stripped)  # "ENCUMBRANCES, LlENS & INTERESTS": OCR's l for I in a capital word
-        if not stripped.isupper():  # fast exit: a lower-case letter, or no cased letter at all, is never a heading
-            continue
-        letters = [c for c in stripped if c.isalpha()]
-        if (letters and all(c.isupper() for c in letters) and re.search(r",|&", stripped)
-                and "$" not in stripped and not _REGISTRATION.search(stripped) and not _PARTY.search(stripped)
-                and all(len(item.split()) <= 4 for item in re.split(r",|&|\bAND\b", stripped))):
-            out.add(normalise_ocr(stripped).strip())
+        for part in _RULE.split(line)[1:-1] if _RULE.search(line) else ():  # what stands between two rules inside the line
+            if _lists_categories(part):
+                out.add(normalise_ocr(part.strip(" -=*#\t")).strip())
+        if _lists_categories(line):
+            out.add(normalise_ocr(line.strip(" -=*#\t")).strip())
     return out
+
+
+def _lists_categories(line: str) -> bool:
+    """``line`` (as written) is a category heading (:func:`_heading_lines`)."""
+    stripped = line.strip(" -=*#\t")
+    stripped = _OCR_LOWER_L.sub("L", stripped)  # "ENCUMBRANCES, LlENS & INTERESTS": OCR's l for I in a capital word
+    if not stripped.isupper():  # fast exit: a lower-case letter, or no cased letter at all, is never a heading
+        return False
+    letters = [c for c in stripped if c.isalpha()]
+    return bool(letters and all(c.isupper() for c in letters) and re.search(r",|&", stripped)
+                and "$" not in stripped and not _REGISTRATION.search(stripped) and not _PARTY.search(stripped)
+                and all(len(item.split()) <= 4 for item in re.split(r",|&|\bAND\b", stripped)))
+
+
+def _banner(text: str, start: int, end: int, line_start: int, line_end: int) -> str | None:
+    """What stands between the rules on either side of ``text[start:end]`` inside its line (each within
+    :data:`_BANNER_REACH` characters of it), stripped; None without a rule on both sides."""
+    after = _RULE.search(text, end, min(line_end, end + _BANNER_REACH))
+    if after is None:
+        return None
+    before = None
+    for before in _RULE.finditer(text, max(line_start, start - _BANNER_REACH), start):
+        pass
+    return None if before is None else text[before.end():after.start()].strip(" -=*#")
 
 
 #: a character that is not part of a list's numbering ("3.", "(b)", "- ", "#")
@@ -798,8 +826,10 @@ def _is_heading(text: str, start: int, end: int, lines: _Lines | None = None) ->
     of a longer heading wrapped at the page's width."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
-    if lines is not None and text[line_start:(line_end if line_end != -1 else len(text))].strip(" -=*#") in lines.headings:
-        return True
+    if lines is not None and lines.headings:
+        hi = line_end if line_end != -1 else len(text)
+        if text[line_start:hi].strip(" -=*#") in lines.headings or _banner(text, start, end, line_start, hi) in lines.headings:
+            return True
     if _NOT_NUMBERING.search(text, line_start, start):  # only list numbering may precede a heading
         return False
     rest = text[end:line_end if line_end != -1 else len(text)]

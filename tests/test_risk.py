@@ -1531,6 +1531,41 @@ def test_a_letter_or_a_label_opening_in_capitals_is_no_instrument_copy(text, lay
     assert not risk_signal(_joined_layouts(text)[layout], LEX, ["title"]).material
 
 
+def _ruled_register(rows: str, rule: str) -> str:
+    """A title's register as a certificate prints it: its heading and column labels between rules, its rows, a closing rule."""
+    line = rule * 44
+    return (f"CERTIFICATE OF TITLE 0019 447 210\n{line}\n        ENCUMBRANCES, LIENS & INTERESTS\n{line}\n"
+            f"REGISTRATION NUMBER   DATE (D/M/Y)   PARTICULARS\n{line}\n{rows}\n{line}\nTOTAL INSTRUMENTS: 001")
+
+
+_ROUTINE_ROW = "182 330 451  04/05/2018  UTILITY RIGHT OF WAY\n    GRANTEE - NORTH RIVER GAS CO-OP LTD."
+_LIEN_ROW = "251 447 902  12/09/2025  BUILDERS' LIEN\n    LIENOR - QUARTZ DRYWALL INC.\n    AMOUNT: $31,560.00"
+
+
+@pytest.mark.parametrize("rule", ["-", "=", "_", "*", "\u2500", "\u2014"])
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_category_heading_between_rules_names_a_section_in_any_layout(rule, layout):
+    """A rule stands on a line of its own however the text layer joins the lines: a category heading between two rules
+    ("------ ENCUMBRANCES, LIENS & INTERESTS ------") names the register's section where the lines are joined as where they
+    are not. A register with only a utility's right of way is no risk in any layout; the same register with a builders'
+    lien in its rows is one in every layout."""
+    routine, lien = _ruled_register(_ROUTINE_ROW, rule), _ruled_register(_LIEN_ROW, rule)
+    assert not risk_signal(_joined_layouts(routine)[layout], LEX, ["title"]).material
+    assert "builders_lien" in risk_signal(_joined_layouts(lien)[layout], LEX, ["title"]).kinds
+
+
+@pytest.mark.parametrize("between", [
+    "BUILDERS' LIEN 251 447 902, QUARTZ DRYWALL, $31,560.00",  # a row: its number and amount
+    "A builders' lien, a caveat & a writ remain registered against this title as of March 3, 2025",  # a sentence
+    "BUILDERS' LIEN - QUARTZ DRYWALL LTD., AIRDRIE, CLAIMING $31,560.00",  # an instrument, its party and its claim
+])
+def test_what_stands_between_rules_is_read_unless_it_is_a_category_heading(between):
+    """Only a category heading between rules names a section: a register's row, a sentence, or an instrument and its party
+    between the same rules is read, and the heading's own words elsewhere in the text are read too."""
+    flat = f"ENCUMBRANCES, LIENS & INTERESTS ---------- {between} ---------- TOTAL INSTRUMENTS: 001"
+    assert "builders_lien" in risk_signal(flat, LEX, ["title"]).kinds, flat
+
+
 @pytest.mark.parametrize(("text", "domain", "kind"), [
     ("LAND TITLE CERTIFICATE\n232 145 678  14/06/2023  BUILDERS' LIEN, APEX FRAMING, CALGARY", "title", "builders_lien"),
     ("TAX CERTIFICATE\nROLL 7730125500\nARREARS, PENALTIES AND COSTS  $4,312.55", "tax", "tax_arrears"),
