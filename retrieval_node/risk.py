@@ -460,6 +460,8 @@ def row_value(text: str, end: int) -> str | None:
     m = re.match(r"([^:|$\n]{0,60}?)" + _ROW_SEPARATOR.pattern, rest)
     if m is None or re.search(r"[.;]\s", m.group(1)):
         return None
+    if rest[m.end(1) - 1:m.end(1) + 1] in (". ", "; ") and _ends_sentence(text, end + m.end(1)):
+        return None  # a typist's two spaces after a full stop ("arrears with the manager.  The roof ... $210,000."): no row
     # the value ends at a column gap, a clause break, or the next "label:" of a flattened row ("arrears: 0.00 penalties: 0.00")
     tail = rest[m.end():]
     gap = _DOLLAR_GAP.match(tail)
@@ -706,7 +708,9 @@ def _line_bounds(text: str, pos: int) -> tuple[int, int]:
 
 
 #: A line is read as one row of a table or form (below); prose lines are read by their sentence only.
-_TABULAR_LINE = re.compile(r"\.{3,}|\||\S  +\S|\b\d{3} ?\d{3} ?\d{3}\b")
+_TABULAR_LINE = re.compile(r"\.{3,}|\||\b\d{3} ?\d{3} ?\d{3}\b")
+#: two spaces or more between two words: a column gap, unless a sentence ends before it (:func:`_has_column_gap`)
+_GAP = re.compile(r"\S  +\S")
 #: a form's row: dotted leaders or table pipes (a column gap alone may be justified prose)
 _FORM_ROW = re.compile(r"\.{3,}|\|")
 
@@ -714,10 +718,26 @@ _FORM_ROW = re.compile(r"\.{3,}|\|")
 def _is_row(line: str, offset: int | None = None) -> bool:
     """A table row (leaders, pipe, column gap, registration number), or a ``label: value`` line whose label holds
     the term at ``offset`` ("Local improvement charges: ... . Annual charge $1,116.00"): its value is the term's."""
-    if _found(_TABULAR_LINE, line.strip()):
+    stripped = line.strip()
+    if _found(_TABULAR_LINE, stripped) or _has_column_gap(stripped):
         return True
     label = re.match(r"\s*([^.:\n]{1,40}):", line)
     return label is not None and (offset is None or offset < label.end())
+
+
+def _has_column_gap(line: str) -> bool:
+    """Two spaces or more between two words of ``line`` that are not the space after a sentence's end
+    (:func:`sentence_ends`): a typist's two spaces after a full stop ("... touch-ups outstanding.  Lobby door closer
+    replaced ($835.00).") join two sentences of prose, not a row's cells. After an abbreviation ("Apex Framing Inc.  $48,210")
+    they are a gap still."""
+    return any(line[m.start()] not in ".;" or not _ends_sentence(line, m.start() + 1) for m in _GAP.finditer(line))
+
+
+def _ends_sentence(text: str, pos: int) -> bool:
+    """A sentence of ``text`` ends at ``pos`` (:func:`sentence_ends`)."""
+    ends = sentence_ends(text)
+    i = bisect.bisect_left(ends, pos)
+    return i < len(ends) and ends[i] == pos
 
 
 _OCR_LOWER_L = re.compile(r"(?<=[A-Z])l|l(?=[A-Z]{2})")

@@ -2500,6 +2500,32 @@ def test_a_sentence_reads_the_same_wherever_its_lines_break(text, domain, materi
         _assert_flag("\n".join(textwrap.wrap(text, width)), domain, material)
 
 
+@pytest.mark.parametrize(("first", "second", "domain"), [
+    ("Hallway painting on floors 2 to 7 is done; touch-ups are outstanding.", "The lobby door closer was replaced for $835.00.", "tax"),
+    ("The seller raised arrears with the property manager.", "The roof was replaced in 2019 at a cost of $210,000.", "condo"),
+    ("Counsel noted a caveat in the chain of title.", "The purchase price is $640,000.", "title"),
+    ("A special levy was discussed; no motion was made.", "Snow removal for the year cost $14,900.", "condo"),
+])
+def test_two_spaces_after_a_full_stop_join_two_sentences_not_two_cells(first, second, domain):
+    """A typist's two spaces (or a tab) after a full stop are the space between two sentences: the figure of the next
+    sentence is not the value of a row the term heads, so the flag is the one read with a single space."""
+    one = risk_signal(f"{first} {second}", LEX, [domain])
+    assert not one.material
+    for gap in ("  ", "   ", "\t"):
+        assert risk_signal(f"{first}{gap}{second}", LEX, [domain]) == one
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    ("Lien claimant Apex Framing Inc.  $48,210.00", "title", True),
+    ("Arrears owing by Smith Ltd.  $40.00", "tax", True),
+    ("Arrears owing by Smith Ltd.  $0.00", "tax", False),
+    ("Arrears  $3,100.00  Penalty  $0.00", "tax", True),
+])
+def test_a_gap_after_an_abbreviation_is_still_a_column_gap(text, domain, material):
+    """After "Inc." or "Ltd." (no sentence ends there) two spaces still part a row's cells: the row's figure is read."""
+    _assert_flag(text, domain, material)
+
+
 @pytest.mark.parametrize("text, domain", [
     ("ENCUMBRANCES, LIENS,\nCAVEATS\n\nNONE REGISTERED AS AT 2026-01-12", "title"),  # a category heading wrapped
     ("REGISTRATIONS\nLIENS\n\nNo registrations as at 2026-01-12.", "title"),  # stacked headings
