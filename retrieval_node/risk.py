@@ -771,6 +771,12 @@ def _heading_lines(original: str) -> set[str]:
     return out
 
 
+#: kinds of things joined by AND, each named in the plural ("CAVEATS AND LIENS", "LIENS AND ENCUMBRANCES:"): a category
+#: heading as one joined by commas is; an instrument named in the singular ("THE LIEN AND CAVEAT REMAIN ON TITLE") or a
+#: sentence ("LIENS AND WRITS DISCHARGED") is not one
+_PLURALS_JOINED = re.compile(r"(?:[A-Z'\- ]*S AND )+[A-Z'\- ]*S:?")
+
+
 def _lists_categories(line: str) -> bool:
     """``line`` (as written) is a category heading (:func:`_heading_lines`)."""
     stripped = line.strip(" -=*#\t")
@@ -778,7 +784,7 @@ def _lists_categories(line: str) -> bool:
     if not stripped.isupper():  # fast exit: a lower-case letter, or no cased letter at all, is never a heading
         return False
     letters = [c for c in stripped if c.isalpha()]
-    return bool(letters and all(c.isupper() for c in letters) and re.search(r",|&", stripped)
+    return bool(letters and all(c.isupper() for c in letters) and (re.search(r",|&", stripped) or _PLURALS_JOINED.fullmatch(stripped))
                 and "$" not in stripped and not _REGISTRATION.search(stripped) and not _PARTY.search(stripped)
                 and all(len(item.split()) <= 4 for item in re.split(r",|&|\bAND\b", stripped)))
 

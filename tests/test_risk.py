@@ -2536,6 +2536,22 @@ def test_a_heading_wrapped_or_stacked_is_still_a_heading(text, domain):
     _assert_flag(text, domain, False)
 
 
+@pytest.mark.parametrize("heading", ["CAVEATS AND LIENS", "LIENS AND ENCUMBRANCES:", "BUILDERS' LIENS AND CAVEATS",
+                                     "CAVEATS, LIENS AND WRITS", "LIENS & CAVEATS"])
+def test_kinds_joined_by_and_head_a_section_as_kinds_joined_by_commas_do(heading):
+    """A heading that names kinds of instruments in the plural joined by AND names the section, as one joined by commas or
+    "&" does: under it a dated statement that nothing is registered is no risk, and a lien in its rows is one."""
+    _assert_flag(f"{heading}\nNone registered against this title as of January 12, 2026.", "title", False)
+    assert "builders_lien" in kinds(f"{heading}\n251 447 902  12/09/2025  BUILDERS' LIEN  $31,560.00  QUARTZ DRYWALL INC.", "title")
+
+
+@pytest.mark.parametrize("line", ["THE BUILDERS' LIEN AND CAVEAT REMAIN ON TITLE", "BUILDERS' LIENS AND CAVEATS REMAIN ON TITLE"])
+def test_instruments_joined_by_and_in_a_sentence_in_capitals_are_read(line):
+    """An instrument named in the singular, or a line that says something of the kinds it names, is no heading: the lien
+    in it is read with the registration under it."""
+    assert "builders_lien" in kinds(f"{line}\nRegistered 12/09/2025 as 251 447 902.", "title")
+
+
 def test_a_title_wrapped_over_two_lines_still_opens_its_instrument():
     text = ("COURT FILE NUMBER 2503 14432\nCOURT OF KING'S BENCH OF ALBERTA\n\nCERTIFICATE OF\nLIS PENDENS\n\nI certify that the "
             "Applicant claims an interest in the lands described as Plan 0721454, Block 1, Lot 2.\nIssued at Edmonton on "
