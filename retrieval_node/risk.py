@@ -1644,8 +1644,11 @@ def _amounts_beyond(spans: tuple[str, ...], floor: float) -> bool:
     return any(_part_beyond(part, floor) for span in spans for part in _LIST_PART.split(span))
 
 
-#: where one item of a list ends and the next begins (:func:`_amounts_beyond`)
-_LIST_PART = re.compile(r"[;\n]|,\s(?=[a-z])|\band\b(?=\s+[a-z]+ed\b)")
+#: where one item of a list ends and the next begins (:func:`_amounts_beyond`): not at a comma before the item's own floor or
+#: cap ("Earthquake 15% of loss, min. $200,000", ", subject to a minimum of $100,000"); also a table's row end where the layout
+#: joined its rows: a figure, one space, then the next row's label and its figure across a column gap ("water damage
+#: $100,000 earthquake  10% of loss" is two rows, the water damage's and the peril's)
+_LIST_PART = re.compile(r"[;\n]|,\s(?=[a-z])(?!(?:subject to |to )?(?:an? |the )?(?:min|max)(?:imum|\.|\b))|\band\b(?=\s+[a-z]+ed\b)|(?<=[0-9%]) (?=[a-z][a-z ()'/-]{0,40}  +\(?\$?[0-9])")
 
 
 def _part_beyond(part: str, floor: float) -> bool:
@@ -1792,7 +1795,10 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
             _found(term_pattern(u), s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _found(_NORMATIVE, sentence) else (FACTOR_PLAIN, "plain")
     if min_amount is not None:  # the amounts of its list, up to the full stop ("a; b; c."), not of the line's other sentences
-        if _found(_MODAL, sentence):
+        # normative wording up to the list's end: a note after it ("... Flood $250,000 Note: the owner may be charged the
+        # deductible", a full stop lost with the line breaks or taken for an abbreviation's) is a statement of its own
+        s_lo, s_hi = (llo, lhi) if sentence is line else (lo, hi)
+        if _found(_MODAL, _span_of(text, s_lo, min(s_hi, _full_stop_bounds(text, start, end)[1]))):
             return FACTOR_GENERIC, "generic"
         return (FACTOR_CONCRETE, "concrete") if _clause_beyond(text, start, end, min_amount) else (FACTOR_PLAIN, "plain")
     own = _OWN_AMOUNT.match(text, end, min(hi, end + 40))

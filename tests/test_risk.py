@@ -1566,6 +1566,34 @@ def test_what_stands_between_rules_is_read_unless_it_is_a_category_heading(betwe
     assert "builders_lien" in risk_signal(flat, LEX, ["title"]).kinds, flat
 
 
+def _deductibles(rows: list[tuple[str, str]]) -> str:
+    """An insurance certificate's deductibles table as printed (label, a column gap, the figure), then its note."""
+    table = "\n".join(f"{label:<34}{figure}" for label, figure in rows)
+    return (f"CERTIFICATE OF INSURANCE\nInsured: Condominium Plan 1422907\nPolicy period: March 1, 2025 to March 1, 2026\n\n"
+            f"DEDUCTIBLES\n{table}\n\nNote: an owner whose unit a loss starts in may be charged the deductible under the bylaws.")
+
+
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_deductibles_table_is_read_row_by_row_in_any_layout(layout):
+    """Where the layout joins a table's rows ("... Sewer backup  $75,000 Earthquake  15% of loss, min. $200,000 ..."), each
+    row is still its own item: the sewer backup's $75,000 is above the owners' exposure whatever peril the next row names,
+    and the note under the table ("may be charged") is not the table's wording. A table whose only large figures are
+    catastrophe perils is no risk in any layout."""
+    large = _deductibles([("All perils (each loss)", "$10,000"), ("Sewer backup", "$75,000"),
+                          ("Earthquake", "15% of loss, min. $200,000"), ("Overland flood", "$150,000")])
+    small = _deductibles([("All perils (each loss)", "$10,000"), ("Sewer backup", "$20,000"),
+                          ("Earthquake", "15% of loss, min. $200,000"), ("Overland flood", "$150,000")])
+    assert "insurance" in risk_signal(_joined_layouts(large)[layout], LEX, ["condo"]).kinds
+    assert "insurance" not in risk_signal(_joined_layouts(small)[layout], LEX, ["condo"]).kinds
+
+
+def test_normative_wording_before_the_deductibles_still_makes_them_terms():
+    """Wording that makes the figures a rule, not a fact, is read up to the list's end: "may be charged a deductible of up to
+    $100,000" is a bylaw's term."""
+    _assert_flag("Under bylaw 62 an owner may be charged a deductible of up to $100,000 for a loss that starts in the unit.",
+                 "condo", False)
+
+
 @pytest.mark.parametrize(("text", "domain", "kind"), [
     ("LAND TITLE CERTIFICATE\n232 145 678  14/06/2023  BUILDERS' LIEN, APEX FRAMING, CALGARY", "title", "builders_lien"),
     ("TAX CERTIFICATE\nROLL 7730125500\nARREARS, PENALTIES AND COSTS  $4,312.55", "tax", "tax_arrears"),
