@@ -398,8 +398,12 @@ _PARTY_LABEL = re.compile(r"\s*(?:lienors?|creditors?|caveators?|plaintiffs?|cla
                           r"|applicants?|re)\s*:")
 
 
-#: where a row's value ends: a column gap, a clause break, a pipe, or the next "label:" of a flattened row
-_ROW_CELL_BREAK = re.compile(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))")
+#: where a row's value ends: a column gap, a clause break, a pipe, or the next label of a flattened row ("arrears: 0.00
+#: penalties: 0.00"); after a figure or nil, also a longer label, with its colon or its leaders ("... none utility charges
+#: added to the roll (s. 553): -", "... none utility charges ..... -"): a dash that joins words is no value
+#: ("Special assessment - elevator modernization (approved ...): ...")
+_ROW_CELL_BREAK = re.compile(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))"
+                             r"|(?:(?<=\d)|(?<=\bnil)|(?<=\bnone))\s(?=[a-z][a-z0-9' ()/.-]{0,60}?(?::(?:\s|$)|\s*\.{3,}))")
 
 
 class _LazySplit:
@@ -441,6 +445,9 @@ class _LazySplit:
             i += 1
 
 
+_STOP_BEFORE_SPACE = re.compile(r"[.;](?=\s)")
+
+
 def row_value(text: str, end: int) -> str | None:
     """What the table row or ``label: value`` line of a term says after it: ``"zero"``, ``"positive"`` or None.
 
@@ -458,10 +465,12 @@ def row_value(text: str, end: int) -> str | None:
         return _tally_verdict(_tallies([(bool(first), _cell_verdict(first) if first else None)], after[bisect.bisect_left(pipes, pipe)])[0])
     rest = text[end:eol]
     m = re.match(r"([^:|$\n]{0,60}?)" + _ROW_SEPARATOR.pattern, rest)
-    if m is None or re.search(r"[.;]\s", m.group(1)):
+    if m is None:
         return None
-    if rest[m.end(1) - 1:m.end(1) + 1] in (". ", "; ") and _ends_sentence(text, end + m.end(1)):
-        return None  # a typist's two spaces after a full stop ("arrears with the manager.  The roof ... $210,000."): no row
+    # a sentence that ends before the separator ("arrears with the manager. The roof ... $210,000", or with a typist's two
+    # spaces after its full stop) has no row; an abbreviation's full stop ("Tax notification (s. 412): NIL") ends none
+    if any(_ends_sentence(text, end + stop.end()) for stop in _STOP_BEFORE_SPACE.finditer(rest, 0, m.end(1) + 1)):
+        return None
     # the value ends at a column gap, a clause break, or the next "label:" of a flattened row ("arrears: 0.00 penalties: 0.00")
     tail = rest[m.end():]
     gap = _DOLLAR_GAP.match(tail)

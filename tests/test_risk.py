@@ -1587,6 +1587,37 @@ def test_a_deductibles_table_is_read_row_by_row_in_any_layout(layout):
     assert "insurance" not in risk_signal(_joined_layouts(small)[layout], LEX, ["condo"]).kinds
 
 
+_CHARGES_ROWS = [("Local improvement charges", "NONE"), ("Tax notification at Land Titles", "{notice}"),
+                 ("Utility charges added to the roll", "-")]
+
+
+@pytest.mark.parametrize("leaders", [True, False])
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_certificates_rows_joined_keep_each_rows_value(leaders, layout):
+    """A tax certificate's rows of charges ("label ...... NONE" or "label (s. 412): NONE") joined by the layout are still
+    rows: a row's NONE is not the start of the next row's label, so nothing registered is no risk, and a tax notification
+    registered by number is one, in every layout."""
+    def certificate(notice: str) -> str:
+        rows = [(label, value.format(notice=notice)) for label, value in _CHARGES_ROWS]
+        body = "\n".join(f"{label} {'.' * (40 - len(label))} {value}" if leaders else f"{label} (s. 412): {value}" for label, value in rows)
+        return f"TAX CERTIFICATE\nRoll 4418207300   Issued January 9, 2026\n\nCHARGES\n{body}"
+
+    assert not risk_signal(_joined_layouts(certificate("NONE"))[layout], LEX, ["tax"]).material
+    assert risk_signal(_joined_layouts(certificate("REGISTERED 241 009 337"))[layout], LEX, ["tax"]).material
+
+
+@pytest.mark.parametrize(("text", "domain", "material"), [
+    ("Arrears: none Special levy - lobby renewal (passed at the AGM of May 2025): this unit's share $3,900.00", "condo", True),
+    ("Tax arrears incl. penalties ............ $3,120.00", "tax", True),
+    ("Penalties (s. 345) ............ $0.00", "tax", False),
+    ("Tax notification (s. 412) registered at Land Titles: none", "tax", False),
+])
+def test_a_rows_label_with_an_abbreviation_or_a_joining_dash_keeps_its_value(text, domain, material):
+    """An abbreviation's full stop in a row's label ("incl.", "(s. 412)") ends no sentence: the row's figure or nil is its
+    value. A dash that joins a levy to what it is for is no nil cell, even where the next words end in a colon."""
+    _assert_flag(text, domain, material)
+
+
 def test_normative_wording_before_the_deductibles_still_makes_them_terms():
     """Wording that makes the figures a rule, not a fact, is read up to the list's end: "may be charged a deductible of up to
     $100,000" is a bylaw's term."""
