@@ -94,6 +94,12 @@ _LINE_BREAK = re.compile("\r\n|[" + re.escape(LINE_BREAK_CHARS.replace("\n", "")
 _HYPHEN_BREAK = re.compile(r"(\w)-[ \t]*\n\s*(\w)")
 
 
+#: a word hyphenated across a line break that a layout joined with a space ("com- missioned"): a letter, the hyphen, one
+#: space, a lower-case letter; not a hyphen that stands for a word's repeated part ("pre- and post-closing", "short- or
+#: long-term")
+_HYPHEN_JOINED = re.compile(r"([a-zA-Z])- (?!(?:and|or|to|nor|und)\b)([a-z])")
+
+
 def _unix_lines(text: str) -> str:
     """``text`` with each line break (:data:`LINE_BREAK_CHARS`, ``\\r\\n`` as one) written as ``\\n``."""
     return _LINE_BREAK.sub("\n", text)
@@ -116,6 +122,7 @@ def normalise_ocr(text: str) -> str:
     """
     text = _unix_lines(text).replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").translate(_OCR_SPECKS)
     text = _HYPHEN_BREAK.sub(r"\1\2", text)
+    text = _HYPHEN_JOINED.sub(r"\1\2", text)
     text = text.replace("\t", "  ")
     text = re.sub(r" {2,}", "  ", text)
     text = re.sub(r" *\n *(?:\n[ \n]*)+", "\n\n", text)
@@ -726,10 +733,19 @@ _FORM_ROW = re.compile(r"\.{3,}|\|")
 
 def _is_row(line: str, offset: int | None = None) -> bool:
     """A table row (leaders, pipe, column gap, registration number), or a ``label: value`` line whose label holds
-    the term at ``offset`` ("Local improvement charges: ... . Annual charge $1,116.00"): its value is the term's."""
+    the term at ``offset`` ("Local improvement charges: ... . Annual charge $1,116.00"): its value is the term's. With
+    ``offset``, a column gap counts in the term's own sentence of the line only: a page whose lines a layout joined is one
+    line, and a gap between two other paragraphs makes no row of "touch-ups outstanding." """
     stripped = line.strip()
-    if _found(_TABULAR_LINE, stripped) or _has_column_gap(stripped):
+    if _found(_TABULAR_LINE, stripped):
         return True
+    if offset is None:
+        if _has_column_gap(stripped):
+            return True
+    else:
+        lo, hi = _sentence_bounds(line, offset)
+        if _has_column_gap(line[lo:hi].strip()):
+            return True
     label = re.match(r"\s*([^.:\n]{1,40}):", line)
     return label is not None and (offset is None or offset < label.end())
 

@@ -1618,6 +1618,34 @@ def test_a_rows_label_with_an_abbreviation_or_a_joining_dash_keeps_its_value(tex
     _assert_flag(text, domain, material)
 
 
+_MINUTES_PAGE = ("RIVERBEND COURT - BOARD MINUTES - MARCH 4, 2026\n\n"
+                 "1. Call to order. Quorum confirmed; the minutes of February were adopted.\n\n"
+                 "2. Maintenance. Parkade sweeping completed; line painting outstanding. Gate motor replaced ($1,240.00).\n\n"
+                 "3. Correspondence. An owner asked about visitor parking; the manager will reply.")
+
+
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_page_joined_into_one_line_is_no_table_row(layout):
+    """Without line breaks a page is one line, and the gap a blank line leaves between paragraphs is two spaces: a column
+    gap counts only in the term's own sentence, so "line painting outstanding." does not take the next sentence's figure as
+    its row's value in any layout; a real row's figure is read where the page is joined too."""
+    assert not risk_signal(_joined_layouts(_MINUTES_PAGE)[layout], LEX, ["tax"]).material
+    certificate = "TAX CERTIFICATE\nRoll 7730125500   Issued January 9, 2026\n\nTax arrears  $3,100.00\nPenalties  $0.00"
+    assert "tax_arrears" in risk_signal(_joined_layouts(certificate)[layout], LEX, ["tax"]).kinds
+
+
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_word_hyphenated_across_a_joined_line_is_one_word(layout):
+    """"com-" / "missioned" joined by a layout with a space ("com- missioned") is still the word: the board's decision is read
+    in every layout. A hyphen standing for a repeated part ("pre- and post-closing") is not joined."""
+    from retrieval_node.risk import normalise_ocr
+
+    note = ("Note 8 - Subsequent event\nAfter the year end the board com-\nmissioned a structural review of the parkade; the cost of "
+            "any repair is not yet known.")
+    assert "subsequent_event" in risk_signal(_joined_layouts(note)[layout], LEX, ["condo"]).kinds
+    assert normalise_ocr("pre- and post-closing, short- or long-term") == "pre- and post-closing, short- or long-term"
+
+
 def test_normative_wording_before_the_deductibles_still_makes_them_terms():
     """Wording that makes the figures a rule, not a fact, is read up to the list's end: "may be charged a deductible of up to
     $100,000" is a bylaw's term."""
