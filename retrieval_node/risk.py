@@ -737,15 +737,9 @@ def _is_row(line: str, offset: int | None = None) -> bool:
     ``offset``, a column gap counts in the term's own sentence of the line only: a page whose lines a layout joined is one
     line, and a gap between two other paragraphs makes no row of "touch-ups outstanding." """
     stripped = line.strip()
-    if _found(_TABULAR_LINE, stripped):
+    own = stripped if offset is None else line[slice(*_sentence_bounds(line, offset))].strip()
+    if _found(_TABULAR_LINE, stripped) or _has_column_gap(own):
         return True
-    if offset is None:
-        if _has_column_gap(stripped):
-            return True
-    else:
-        lo, hi = _sentence_bounds(line, offset)
-        if _has_column_gap(line[lo:hi].strip()):
-            return True
     label = re.match(r"\s*([^.:\n]{1,40}):", line)
     return label is not None and (offset is None or offset < label.end())
 
