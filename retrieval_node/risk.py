@@ -413,6 +413,11 @@ _ROW_CELL_BREAK = re.compile(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40
                              r"|(?:(?<=\d)|(?<=\bnil)|(?<=\bnone))\s(?=[a-z][a-z0-9' ()/.-]{0,60}?(?::(?:\s|$)|\s*\.{3,}))")
 
 
+#: a dash cell, then the next row's label with its leaders or colon: a layout joined the rows of a form ("Arrears .....
+#: - Penalty ..... -"); read only after leaders or a colon (a dash after one space joins words: "(Jul - Oct 2024) ....")
+_DASH_THEN_ROW = re.compile(r"[-\u2013\u2014]\s+(?=[a-z][a-z0-9' ()/.-]{0,60}?(?::(?:\s|$)|\s*\.{3,}))")
+
+
 class _LazySplit:
     """``pattern.split(text)`` cut only as far as it is read (``pattern``: no groups, no empty match)."""
 
@@ -483,6 +488,8 @@ def row_value(text: str, end: int) -> str | None:
     gap = _DOLLAR_GAP.match(tail)
     if gap is not None:  # a column's "$     0.00" that ends the row: the gap after the dollar sign is not the cell's end
         tail = "$" + tail[gap.end():]
+    if rest[m.end(1):m.end()].strip(" ") and _DASH_THEN_ROW.match(tail):
+        return _cell_verdict(tail[0])  # "Arrears ...... - Penalty ...... -": a dash after leaders or a colon, then the next row
     cells = _LazySplit(_ROW_CELL_BREAK, tail)  # cut as far as read: a text without line breaks is one long row
     if cells.longer_than(1) and re.fullmatch(r"\s*[-\u2013\u2014]\s*", cells[0]) and _PARTY_LABEL.match(cells[1]):
         return None  # "BUILDERS' LIEN - LIENOR: KODIAK ROOFING": the dash joins the term to its party; it is not a nil cell

@@ -1618,6 +1618,22 @@ def test_a_rows_label_with_an_abbreviation_or_a_joining_dash_keeps_its_value(tex
     _assert_flag(text, domain, material)
 
 
+@pytest.mark.parametrize("layout", ["lines", "paragraphs-joined", "flat"])
+def test_a_forms_dash_rows_joined_stay_nil(layout):
+    """A certificate's rows answered by a dash after their leaders ("Arrears ......... -") stay nil where the layout joins
+    them ("Arrears ..... - Penalty ..... - ..."): the dash is a cell and the next words are the next row's label. A row with
+    its figure among them is read, and a dash that joins words in a label ("(Jul - Oct 2025) ..... $1,650.00") is no cell."""
+    def form(penalty: str) -> str:
+        rows = [("2025 levy", "$3,118.40"), ("2025 paid", "$3,118.40"), ("Arrears", "-"), ("Penalty", penalty),
+                ("Local improvement", "-")]
+        return "TAX CERTIFICATE\nIssued January 9, 2026\n" + "\n".join(f"{label} {'.' * (24 - len(label))} {v}" for label, v in rows)
+
+    assert not risk_signal(_joined_layouts(form("-"))[layout], LEX, ["tax"]).material
+    assert "tax_arrears" in risk_signal(_joined_layouts(form("$212.75"))[layout], LEX, ["tax"]).kinds
+    estoppel = "Arrears of contributions (Jul - Oct 2025) ..... $1,650.00\nLate payment charges ..... $190.00"
+    assert "arrears" in risk_signal(_joined_layouts(estoppel)[layout], LEX, ["condo"]).kinds
+
+
 _MINUTES_PAGE = ("RIVERBEND COURT - BOARD MINUTES - MARCH 4, 2026\n\n"
                  "1. Call to order. Quorum confirmed; the minutes of February were adopted.\n\n"
                  "2. Maintenance. Parkade sweeping completed; line painting outstanding. Gate motor replaced ($1,240.00).\n\n"
