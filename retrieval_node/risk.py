@@ -409,13 +409,15 @@ _PARTY_LABEL = re.compile(r"\s*(?:lienors?|creditors?|caveators?|plaintiffs?|cla
 #: penalties: 0.00"); after a figure or nil, also a longer label, with its colon or its leaders ("... none utility charges
 #: added to the roll (s. 553): -", "... none utility charges ..... -"): a dash that joins words is no value
 #: ("Special assessment - elevator modernization (approved ...): ...")
+#: the next row's label where a layout joined a form's rows: its words, then its colon or its leaders
+_NEXT_ROW_LABEL = r"[a-z][a-z0-9' ()/.-]{0,60}?(?::(?:\s|$)|\s*\.{3,})"
 _ROW_CELL_BREAK = re.compile(r"  +|;|\.\s|,\s(?=[a-z])|\||\s(?=[a-z][a-z' ]{0,40}:(?:\s|$))"
-                             r"|(?:(?<=\d)|(?<=\bnil)|(?<=\bnone))\s(?=[a-z][a-z0-9' ()/.-]{0,60}?(?::(?:\s|$)|\s*\.{3,}))")
+                             r"|(?:(?<=\d)|(?<=\bnil)|(?<=\bnone))\s(?=" + _NEXT_ROW_LABEL + ")")
 
 
 #: a dash cell, then the next row's label with its leaders or colon: a layout joined the rows of a form ("Arrears .....
 #: - Penalty ..... -"); read only after leaders or a colon (a dash after one space joins words: "(Jul - Oct 2024) ....")
-_DASH_THEN_ROW = re.compile(r"[-\u2013\u2014]\s+(?=[a-z][a-z0-9' ()/.-]{0,60}?(?::(?:\s|$)|\s*\.{3,}))")
+_DASH_THEN_ROW = re.compile(r"[-\u2013\u2014]\s+(?=" + _NEXT_ROW_LABEL + ")")
 
 
 class _LazySplit:
@@ -488,7 +490,7 @@ def row_value(text: str, end: int) -> str | None:
     gap = _DOLLAR_GAP.match(tail)
     if gap is not None:  # a column's "$     0.00" that ends the row: the gap after the dollar sign is not the cell's end
         tail = "$" + tail[gap.end():]
-    if rest[m.end(1):m.end()].strip(" ") and _DASH_THEN_ROW.match(tail):
+    if rest[m.end(1):m.end()].strip(" ") and _DASH_THEN_ROW.match(tail) and not _PARTY_LABEL.match(tail, 1):
         return _cell_verdict(tail[0])  # "Arrears ...... - Penalty ...... -": a dash after leaders or a colon, then the next row
     cells = _LazySplit(_ROW_CELL_BREAK, tail)  # cut as far as read: a text without line breaks is one long row
     if cells.longer_than(1) and re.fullmatch(r"\s*[-\u2013\u2014]\s*", cells[0]) and _PARTY_LABEL.match(cells[1]):
