@@ -1611,6 +1611,7 @@ def test_a_certificates_rows_joined_keep_each_rows_value(leaders, layout):
     ("Tax arrears incl. penalties ............ $3,120.00", "tax", True),
     ("Penalties (s. 345) ............ $0.00", "tax", False),
     ("Tax notification (s. 412) registered at Land Titles: none", "tax", False),
+    ("Builders' lien: - Lienor: Kodiak Roofing Ltd., registered March 3, 2025 for $48,200", "title", True),
 ])
 def test_a_rows_label_with_an_abbreviation_or_a_joining_dash_keeps_its_value(text, domain, material):
     """An abbreviation's full stop in a row's label ("incl.", "(s. 412)") ends no sentence: the row's figure or nil is its
