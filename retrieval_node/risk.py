@@ -459,9 +459,6 @@ class _LazySplit:
             i += 1
 
 
-_STOP_BEFORE_SPACE = re.compile(r"[.;](?=\s)")
-
-
 def row_value(text: str, end: int) -> str | None:
     """What the table row or ``label: value`` line of a term says after it: ``"zero"``, ``"positive"`` or None.
 
@@ -483,7 +480,7 @@ def row_value(text: str, end: int) -> str | None:
         return None
     # a sentence that ends before the separator ("arrears with the manager. The roof ... $210,000", or with a typist's two
     # spaces after its full stop) has no row; an abbreviation's full stop ("Tax notification (s. 412): NIL") ends none
-    if any(_ends_sentence(text, end + stop.end()) for stop in _STOP_BEFORE_SPACE.finditer(rest, 0, m.end(1) + 1)):
+    if _sentence_ends_in(text, end, end + m.end(1)):
         return None
     # the value ends at a column gap, a clause break, or the next "label:" of a flattened row ("arrears: 0.00 penalties: 0.00")
     tail = rest[m.end():]
@@ -763,9 +760,14 @@ def _has_column_gap(line: str) -> bool:
 
 def _ends_sentence(text: str, pos: int) -> bool:
     """A sentence of ``text`` ends at ``pos`` (:func:`sentence_ends`)."""
+    return _sentence_ends_in(text, pos - 1, pos)
+
+
+def _sentence_ends_in(text: str, lo: int, hi: int) -> bool:
+    """A sentence of ``text`` ends after ``lo`` and at or before ``hi`` (:func:`sentence_ends`)."""
     ends = sentence_ends(text)
-    i = bisect.bisect_left(ends, pos)
-    return i < len(ends) and ends[i] == pos
+    i = bisect.bisect_right(ends, lo)
+    return i < len(ends) and ends[i] <= hi
 
 
 _OCR_LOWER_L = re.compile(r"(?<=[A-Z])l|l(?=[A-Z]{2})")
@@ -791,11 +793,8 @@ def _heading_lines(original: str) -> set[str]:
     out = set()
     joined = _HYPHEN_BREAK.sub(r"\1\2", _unix_lines(original))  # a heading hyphenated across lines, as normalise_ocr joins it
     for line in joined.splitlines():
-        for part in _RULE.split(line)[1:-1] if _RULE.search(line) else ():  # what stands between two rules inside the line
-            if _lists_categories(part):
-                out.add(normalise_ocr(part.strip(" -=*#\t")).strip())
-        if _lists_categories(line):
-            out.add(normalise_ocr(line.strip(" -=*#\t")).strip())
+        between = _RULE.split(line)[1:-1] if _RULE.search(line) else []  # what stands between two rules inside the line
+        out.update(normalise_ocr(piece.strip(" -=*#\t")).strip() for piece in (*between, line) if _lists_categories(piece))
     return out
 
 
@@ -1818,14 +1817,14 @@ def mention_factor(text: str, start: int, end: int, *, needs_amount: bool = Fals
     # not make its rows hypothetical
     form_row = row and (_found(_FORM_ROW, line) or re.match(r"\s*[^.:\n]{1,40}:", line) is not None
                         or _FORM_QUESTION.match(line) is not None)
-    sentence = line if form_row and lhi - llo < hi - lo else whole
+    s_lo, s_hi = (llo, lhi) if form_row and lhi - llo < hi - lo else (lo, hi)
+    sentence = _span_of(text, s_lo, s_hi)
     if (context and not any(_found(term_pattern(c), s) for c in context for s in spans)) or any(
             _found(term_pattern(u), s) for u in unless for s in spans):
         return (FACTOR_GENERIC, "generic") if _found(_NORMATIVE, sentence) else (FACTOR_PLAIN, "plain")
     if min_amount is not None:  # the amounts of its list, up to the full stop ("a; b; c."), not of the line's other sentences
         # normative wording up to the list's end: a note after it ("... Flood $250,000 Note: the owner may be charged the
         # deductible", a full stop lost with the line breaks or taken for an abbreviation's) is a statement of its own
-        s_lo, s_hi = (llo, lhi) if sentence is line else (lo, hi)
         if _found(_MODAL, _span_of(text, s_lo, min(s_hi, _full_stop_bounds(text, start, end)[1]))):
             return FACTOR_GENERIC, "generic"
         return (FACTOR_CONCRETE, "concrete") if _clause_beyond(text, start, end, min_amount) else (FACTOR_PLAIN, "plain")
