@@ -110,6 +110,12 @@ def _unix_lines(text: str) -> str:
 _OCR_SPECKS = str.maketrans({c: " " for c in "\u00b0\u00b7\u2022\u00ac\u00a6\u00a4\u00a8\u00b4\u02dc\u00ab\u00bb~^"})
 
 
+def _plain_lines(text: str) -> str:
+    """:func:`normalise_ocr`'s first step: line breaks written as ``\\n``, apostrophes unified, scan specks read as spaces
+    (the same length but for ``\\r\\n``; :func:`_low_line_map` follows the line breaks from here)."""
+    return _unix_lines(text).replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").translate(_OCR_SPECKS)
+
+
 @lru_cache(maxsize=64)  # a chunk is read under each risk setting of the profiles in turn (precompute, rankers)
 def normalise_ocr(text: str) -> str:
     """Write every line break as ``\\n`` (:data:`LINE_BREAK_CHARS`: ``\\r\\n``, a lone ``\\r``, a form feed ...), lower-case,
@@ -120,8 +126,7 @@ def normalise_ocr(text: str) -> str:
     stays visible); a blank line stays one blank line (the end of a paragraph or a table); other line
     breaks are kept without their indentation.
     """
-    text = _unix_lines(text).replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").translate(_OCR_SPECKS)
-    text = _HYPHEN_BREAK.sub(r"\1\2", text)
+    text = _HYPHEN_BREAK.sub(r"\1\2", _plain_lines(text))
     text = _HYPHEN_JOINED.sub(r"\1\2", text)
     text = text.replace("\t", "  ")
     text = re.sub(r" {2,}", "  ", text)
@@ -2526,7 +2531,7 @@ class _TextReads:
     read (keyed by term, place and :func:`_reading`) and the numeric detectors' findings (keyed by
     :func:`_numeric_key`) are worked out once and shared by the settings that agree on them."""
 
-    __slots__ = ("_lines", "_numeric", "low", "reads", "text")
+    __slots__ = ("_lines", "_matches", "_numeric", "low", "reads", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -2534,6 +2539,7 @@ class _TextReads:
         self._lines: _Lines | None = None
         self.reads: dict[tuple[int, int, int, object], tuple[str | None, float, str] | None] = {}
         self._numeric: dict[tuple[bool, bool, bool, float], list[tuple[str, str]]] = {}
+        self._matches: dict[tuple[int, tuple[str, ...]], tuple[RiskLexicon, list[RiskMatch]]] = {}
 
     def lines(self) -> _Lines:
         if self._lines is None:
@@ -2547,43 +2553,36 @@ class _TextReads:
             hit = self._numeric[key] = _numeric_findings(self.text, self.low, lexicon, domains, shortfall_ratio)
         return hit
 
-    def signal(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> RiskSignal:
-        """:func:`risk_signal` of the text under ``(lexicon, domains)``."""
+    def matches(self, lexicon: RiskLexicon, domains: Sequence[str]) -> list[RiskMatch]:
+        """The mentions of the text read under ``(lexicon, domains)``, a term inside a longer match left out (offsets
+        into :attr:`low`)."""
+        key = (id(lexicon), tuple(domains))
+        hit = self._matches.get(key)
+        if hit is not None and hit[0] is lexicon:
+            return hit[1]
         low = self.low
         matches: list[RiskMatch] = []
         for t in _occurring_terms(low, lexicon, domains):
             reading = _reading(lexicon, t.kind)
             for m in term_pattern(t.term).finditer(low):
-                key = (id(t), m.start(), m.end(), reading)
-                if key in self.reads:
-                    read = self.reads[key]
+                read_key = (id(t), m.start(), m.end(), reading)
+                if read_key in self.reads:
+                    read = self.reads[read_key]
                 else:
-                    read = self.reads[key] = _read_mention(low, m, t, lexicon, self.lines())
+                    read = self.reads[read_key] = _read_mention(low, m, t, lexicon, self.lines())
                 if read is None:
                     continue
                 cue, factor, how = read
                 matches.append(RiskMatch(t.term, t.kind, round(t.weight * factor, 6), m.start(), m.end(), cue is not None, cue, how))
-        return _signal_of(matches, self.numeric(lexicon, domains, shortfall_ratio))
+        # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
+        inside = _inside_others({(m.start, m.end) for m in matches})
+        matches = [m for m in matches if (m.start, m.end) not in inside]
+        self._matches[key] = (lexicon, matches)  # the entry keeps the lexicon alive so its id is not reused
+        return matches
 
-    def bound(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> tuple[bool, float, int]:
-        """An upper bound of ``(bool(kinds), score, len(kinds))`` of :meth:`signal`, without reading any mention: every
-        term that matches counts at its full weight (a mention's factor is at most 1) and as a material kind when that
-        weight can reach :data:`MATERIAL_WEIGHT`; the numeric detectors are run as :meth:`signal` runs them. Each
-        component is at least the signal's, so the tuple is too."""
-        low = self.low
-        best = 0.0
-        kinds: set[str] = set()
-        for t in _occurring_terms(low, lexicon, domains):
-            if term_pattern(t.term).search(low) is not None:
-                weight = round(t.weight, 6)  # as signal rounds a mention's weight (round is monotone: the bound holds)
-                best = max(best, weight)
-                if weight >= MATERIAL_WEIGHT:
-                    kinds.add(t.kind)
-        numeric = self.numeric(lexicon, domains, shortfall_ratio)
-        if numeric:
-            best = max(best, NUMERIC_WEIGHT)
-            kinds.update(kind for kind, _ in numeric)
-        return bool(kinds), _combined_score(best, len(kinds)), len(kinds)
+    def signal(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> RiskSignal:
+        """:func:`risk_signal` of the text under ``(lexicon, domains)``."""
+        return _signal_of(self.matches(lexicon, domains), self.numeric(lexicon, domains, shortfall_ratio))
 
 
 def risk_signal(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, shortfall_ratio: float = 0.5) -> RiskSignal:
@@ -2625,7 +2624,7 @@ def risk_findings(text: str, settings: Sequence[tuple[RiskLexicon, Sequence[str]
     whole = _TextReads(body)
     signals = [whole.signal(lexicon, domains, shortfall_ratio) for lexicon, domains, _ in settings]
     asks = [(lexicon, domains, n) for (lexicon, domains, sizes), sig in zip(settings, signals, strict=True) if sig.material for n in sizes]
-    spans = iter(_best_spans(text, asks, shortfall_ratio, {(0, len(body)): whole}))
+    spans = iter(_best_spans(text, asks, shortfall_ratio, whole))
     return [(sig, {n: next(spans) for n in sizes} if sig.material else None) for (_, _, sizes), sig in zip(settings, signals, strict=True)]
 
 
@@ -2648,11 +2647,9 @@ def _reading(lexicon: RiskLexicon, kind: str) -> object:
 _READINGS: BoundedCache[int, tuple[RiskLexicon, dict[str, object]]] = BoundedCache(64)
 
 
-def _signal_of(matches: list[RiskMatch], numeric: list[tuple[str, str]]) -> RiskSignal:
-    """The signal of a text's read mentions and of its numeric detectors' findings (:func:`risk_signal`)."""
-    # a term inside a longer match ("lien" in "builders' lien") is the same mention, not a second one
-    inside = _inside_others({(m.start, m.end) for m in matches})
-    matches = [m for m in matches if (m.start, m.end) not in inside]
+def _signal_of(matches: Sequence[RiskMatch], numeric: list[tuple[str, str]]) -> RiskSignal:
+    """The signal of a text's read mentions (none inside another: :meth:`_TextReads.matches`) and of its numeric
+    detectors' findings (:func:`risk_signal`)."""
     best = 0.0
     kinds: set[str] = set()
     for m in matches:
@@ -2695,31 +2692,88 @@ _LINE_WITH_BREAK = re.compile("[^" + re.escape(LINE_BREAK_CHARS) + "]*(?:\r\n|["
 _RUN_TRAIL = LINE_BREAK_CHARS + " \t"
 
 
-def _excerpt_runs(text: str, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int) -> list[tuple[int, int]]:
-    """The candidate excerpts of :func:`best_risk_span`: ``(start, end)`` of each run of whole lines that fits in
-    ``max_chars``, starting at a line that names a term of ``domains`` or the line before it (its context), in
-    order; with no such line (a risk only in numbers, or a term broken across lines) every line is a start."""
-    lines = [(m.start(), m.end()) for m in _LINE_WITH_BREAK.finditer(text) if m.end() > m.start()]
+def _text_lines(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each line of ``text`` with its line break (:data:`_LINE_WITH_BREAK`)."""
+    return [(m.start(), m.end()) for m in _LINE_WITH_BREAK.finditer(text) if m.end() > m.start()]
+
+
+def _excerpt_runs(text: str, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int,
+                  lines: Sequence[tuple[int, int]] | None = None, lows: Sequence[str] | None = None) -> list[tuple[int, int, int, int]]:
+    """The candidate excerpts of :func:`best_risk_span`: ``(start, end, first line, last line)`` of each run of whole
+    lines (``lines``: :func:`_text_lines`; ``lows``: each one's :func:`normalise_ocr`) that fits in ``max_chars``,
+    starting at a line that names a term of ``domains`` or the line before it (its context), in order; with no such
+    line (a risk only in numbers, or a term broken across lines) every line is a start. A single line longer than
+    ``max_chars`` is cut at its last space before the limit, and then its last line is -1 (part of a line)."""
+    if lines is None:
+        lines = _text_lines(text)
     union = _domain_terms(lexicon, domains)[1]
-    marked = [i for i, (a, b) in enumerate(lines) if union is not None and union.search(normalise_ocr(text[a:b]))]
+    if union is None:
+        marked = []
+    else:
+        low_of = (lambda i: lows[i]) if lows is not None else (lambda i: normalise_ocr(text[slice(*lines[i])]))
+        marked = [i for i in range(len(lines)) if union.search(low_of(i))]
     starts = sorted({j for i in marked for j in (i - 1, i) if j >= 0}) if marked else list(range(len(lines)))
     runs = []
     for i in starts:
         start = lines[i][0]
         end = lines[i][1]
+        last = i
         if end - start > max_chars:
             cut = text.rfind(" ", start, start + max_chars)
             end = cut if cut > start else start + max_chars
+            last = -1
         else:
             j = i
             while j + 1 < len(lines) and lines[j + 1][1] - start <= max_chars:
                 j += 1
             end = lines[j][1]
+            last = j
         while end > start and text[end - 1] in _RUN_TRAIL:
             end -= 1
         if end > start:
-            runs.append((start, end))
+            runs.append((start, end, i, last))
     return runs
+
+
+def _low_line_map(text: str, low: str) -> list[tuple[int, int]] | None:
+    """For each line of ``low`` (``normalise_ocr(text)``), the first and the last line of ``text`` (as
+    :func:`_text_lines` counts them) it was written from; None should the count not come out as ``low``'s.
+
+    :func:`normalise_ocr` keeps a text's line breaks but for two: a word hyphenated across lines is joined (its break
+    and any blank lines after it go), and a run of blank lines becomes one blank line. Both are followed here on
+    the text of its first step (:func:`_plain_lines`), where the hyphen joins are matched as it matches them; what it
+    does after them (spaces, case, OCR repairs) neither adds nor removes a line break."""
+    plain = _plain_lines(text)
+    breaks = [m.start() for m in re.finditer("\n", plain)]
+    joined = [(m.start(), m.end()) for m in _HYPHEN_BREAK.finditer(plain)]
+    kept: list[int] = []  # the breaks normalise_ocr keeps, as indices into breaks
+    j = 0
+    for k, at in enumerate(breaks):
+        while j < len(joined) and joined[j][1] <= at:
+            j += 1
+        if not (j < len(joined) and joined[j][0] <= at < joined[j][1]):
+            kept.append(k)
+    line_of = [0] * (len(breaks) + 1)  # the line of low each line of the text is on
+    n = 0
+    blank_run = 0  # kept breaks so far with nothing but spaces since the one before (a run of blank lines)
+    for x, k in enumerate(kept):
+        prev = breaks[kept[x - 1]] if x else -1
+        if x and not plain[prev + 1:breaks[k]].strip(" \t"):
+            blank_run += 1
+        else:
+            blank_run = 0
+        if blank_run < 2:  # the third break of a blank run and those after it are gone
+            n += 1
+        line_of[k + 1] = n
+        for i in range(k + 2, (kept[x + 1] if x + 1 < len(kept) else len(breaks)) + 1):
+            line_of[i] = n  # lines after a joined break: the same line of low
+    if n != low.count("\n"):
+        return None
+    spans: list[tuple[int, int]] = [(-1, -1)] * (n + 1)
+    for i, line in enumerate(line_of):
+        first, _ = spans[line]
+        spans[line] = (i if first < 0 else first, i)
+    return spans
 
 
 def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, max_chars: int = EXCERPT_MAX_CHARS,
@@ -2727,53 +2781,147 @@ def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, m
     """The contiguous run of whole lines (at most ``max_chars``) that carries the chunk's strongest risk.
 
     Of the runs of consecutive lines that fit in ``max_chars`` and start at or just before a line naming a term,
-    the best by :func:`risk_signal` is the one with a material kind, then the highest score, then the most
-    material kinds, then the earliest. Runs are read in the order of an upper bound of that key
-    (:meth:`_TextReads.bound`, which reads no mention), and the reading stops at the first run whose bound is
-    not above the best key read: the same span as reading every run, at a third of the readings.
+    the best is the one with a material kind, then the highest score, then the most material kinds, then the
+    earliest. A run counts a mention at what the run shows of it on its own and no more than the chunk reads
+    it: a lien the chunk reads as discharged (by a heading or a discharge outside the run) is no risk of the run,
+    and a run that leaves out what makes a mention concrete (its amount, its number) shows less of it. Numeric
+    findings count where the detectors find them in the run and in the chunk. Runs are read in the order of the
+    chunk's reading of their lines (an upper bound of what they can show), and the reading stops at the first
+    run whose bound is not above the best read. A single line longer than ``max_chars`` is cut at the last
+    space before the limit.
     Returns ``(start, end)`` character offsets into ``text`` (trailing line break excluded), or None when
-    no run carries a material risk or the best run is the whole text. A single line longer than
-    ``max_chars`` is cut at the last space before the limit.
+    no run carries a material risk or the best run is the whole text.
     """
     return best_risk_spans(text, ((lexicon, domains, max_chars),), shortfall_ratio=shortfall_ratio)[0]
 
 
 def best_risk_spans(text: str, asks: Sequence[tuple[RiskLexicon, Sequence[str], int]], *,
                     shortfall_ratio: float = 0.5) -> list[tuple[int, int] | None]:
-    """:func:`best_risk_span` of ``text`` for each ``(lexicon, domains, max_chars)`` of ``asks``, in order. A run of
-    lines several asks read is normalised once, and what their settings share of it (a mention read under the same
-    benign cues and subjects, the numeric detectors) is worked out once. Ingest asks this of a material chunk for each
-    setting that finds it material."""
-    return _best_spans(text, asks, shortfall_ratio, {})
+    """:func:`best_risk_span` of ``text`` for each ``(lexicon, domains, max_chars)`` of ``asks``, in order, the text
+    and each run of its lines read once for all of them. Ingest asks this of a material chunk for each setting that
+    finds it material."""
+    return _best_spans(text, asks, shortfall_ratio, _TextReads(text.rstrip()))
+
+
+class _Placed:
+    """The mentions of a text read under one setting, each with the first and last line of the text it stands on
+    (:func:`_low_line_map`), and by its place: its kind, its first line and its rank among the mentions of that kind
+    that start on that line (a run that ends on "CAVEAT" shows the caveat the chunk reads as "caveat re: ..." over two
+    lines)."""
+
+    __slots__ = ("by_place", "lines", "matches")
+
+    def __init__(self, matches: list[RiskMatch], low: str, line_map: list[tuple[int, int]], shift: int = 0) -> None:
+        breaks = [m.start() for m in re.finditer("\n", low)]
+        self.matches = matches
+        self.lines = [(line_map[bisect.bisect_left(breaks, m.start)][0] + shift,
+                       line_map[bisect.bisect_left(breaks, max(m.start, m.end - 1))][1] + shift) for m in matches]
+        seen: dict[tuple[str, int], int] = {}
+        self.by_place: dict[tuple[str, int, int], RiskMatch] = {}
+        for m, (lo, _) in sorted(zip(matches, self.lines, strict=True), key=lambda ml: ml[0].start):
+            n = seen.get((m.kind, lo), 0)
+            seen[(m.kind, lo)] = n + 1
+            self.by_place[(m.kind, lo, n)] = m
+
+    def within(self, first: int, last: int) -> list[RiskMatch]:
+        """The mentions on lines ``first`` to ``last``."""
+        return [m for m, (lo, hi) in zip(self.matches, self.lines, strict=True) if first <= lo and hi <= last]
 
 
 def _best_spans(text: str, asks: Sequence[tuple[RiskLexicon, Sequence[str], int]], shortfall_ratio: float,
-                runs_read: dict[tuple[int, int], _TextReads]) -> list[tuple[int, int] | None]:
-    """:func:`best_risk_spans`, with ``runs_read``: the runs of lines of ``text`` read so far, by ``(start, end)``."""
-
-    def reads(a: int, b: int) -> _TextReads:
-        hit = runs_read.get((a, b))
-        if hit is None:
-            hit = runs_read[(a, b)] = _TextReads(text[a:b])
-        return hit
-
+                whole: _TextReads) -> list[tuple[int, int] | None]:
+    """:func:`best_risk_spans`, with ``whole``: the text read (``text.rstrip()``)."""
+    if not asks:
+        return []
+    search = _SpanSearch(text, whole)
     out: list[tuple[int, int] | None] = []
     for lexicon, domains, max_chars in asks:
-        runs = sorted((((*reads(a, b).bound(lexicon, domains, shortfall_ratio), -a), a, b)
-                       for a, b in _excerpt_runs(text, lexicon, domains, max_chars)), reverse=True)
-        best: tuple[tuple[bool, float, int, int], tuple[int, int]] | None = None
-        for bound, start, end in runs:
+        ask = search.ask(lexicon, domains, shortfall_ratio)
+        best: tuple[tuple[bool, float, int, int, int], tuple[int, int]] | None = None
+        for bound, run in sorted(((ask.bound(run), run) for run in search.runs(lexicon, domains, max_chars)), reverse=True):
             if best is not None and bound <= best[0]:
-                break  # neither this run nor any after it can have a key above the best's
-            sig = reads(start, end).signal(lexicon, domains, shortfall_ratio)
-            key = (bool(sig.kinds), sig.score, len(sig.kinds), -start)
+                break  # neither this run nor any after it can show more than the best
+            key = ask.shown(run)
             if best is None or key > best[0]:
-                best = (key, (start, end))
+                best = (key, run[:2])
         span = None if best is None or not best[0][0] else best[1]
-        if span is not None and span[0] == 0 and span[1] >= len(text.rstrip()):
+        if span is not None and span[0] == 0 and span[1] >= len(whole.text):
             span = None
         out.append(span)
     return out
+
+
+class _SpanSearch:
+    """The excerpt search of one text (:func:`best_risk_span`): its lines, the chunk's reading (``whole``) and the runs
+    of lines read on their own, shared by every setting and size asked of it."""
+
+    def __init__(self, text: str, whole: _TextReads) -> None:
+        self.text = text
+        self.whole = whole
+        self.lines = _text_lines(text)
+        self.lows = [normalise_ocr(text[a:b]) for a, b in self.lines]
+        self.line_map = _low_line_map(whole.text, whole.low)
+        self._read: dict[tuple[int, int], _TextReads] = {}
+
+    def runs(self, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int) -> list[tuple[int, int, int, int]]:
+        return _excerpt_runs(self.text, lexicon, domains, max_chars, self.lines, self.lows)
+
+    def read(self, start: int, end: int) -> _TextReads:
+        """``text[start:end]`` read on its own."""
+        hit = self._read.get((start, end))
+        if hit is None:
+            hit = self._read[(start, end)] = self.whole if (start, end) == (0, len(self.whole.text)) else _TextReads(self.text[start:end])
+        return hit
+
+    def ask(self, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> _SpanAsk:
+        return _SpanAsk(self, lexicon, domains, shortfall_ratio)
+
+
+class _SpanAsk:
+    """What a run of lines shows under one setting (:func:`best_risk_span`), and an upper bound of it from the chunk's
+    reading alone. Keys are ``(material, score, material kinds, -misleading mentions, -start)``."""
+
+    def __init__(self, search: _SpanSearch, lexicon: RiskLexicon, domains: Sequence[str], shortfall_ratio: float) -> None:
+        self.search = search
+        self.setting = (lexicon, domains, shortfall_ratio)
+        whole = search.whole
+        self.numeric_kinds = {kind for kind, _ in whole.numeric(lexicon, domains, shortfall_ratio)}
+        # the chunk's reading of each mention, by the lines it stands on; None should its lines not be followed, and then
+        # each run is read on its own only (not expected: normalise_ocr keeps the line breaks it is followed for)
+        self.placed = _Placed(whole.matches(lexicon, domains), whole.low, search.line_map) if search.line_map is not None else None
+
+    def bound(self, run: tuple[int, int, int, int]) -> tuple[bool, float, int, int, int]:
+        """At least :meth:`shown`: what the chunk reads on the run's lines (on its whole first line, for part of a line),
+        with the chunk's numeric findings; a run shows no mention above the chunk's reading of it, no numeric finding the
+        chunk lacks, and no fewer than no misleading mentions."""
+        start, _, first, last = run
+        if self.placed is None:
+            return True, 2.0, 1 << 30, 0, -start
+        sig = _signal_of(self.placed.within(first, first if last < 0 else last), [(kind, "") for kind in sorted(self.numeric_kinds)])
+        return bool(sig.kinds), sig.score, len(sig.kinds), 0, -start
+
+    def shown(self, run: tuple[int, int, int, int]) -> tuple[bool, float, int, int, int]:
+        """What the run shows read on its own, each mention at no more than the chunk reads it (a mention the chunk reads as
+        cleared or does not read is none); its numeric findings of the kinds the chunk has. Misleading mentions are those
+        the run shows as a risk and the chunk reads as none: a discharged writ's row cut from its "Discharged?" column."""
+        start, end, first, _ = run
+        lexicon, domains, shortfall_ratio = self.setting
+        read = self.search.read(start, end)
+        shown = read.matches(lexicon, domains)
+        numeric = [f for f in read.numeric(lexicon, domains, shortfall_ratio) if f[0] in self.numeric_kinds]
+        misleading = 0
+        if self.placed is not None and shown:
+            own_map = self.search.line_map if read is self.search.whole else _low_line_map(read.text, read.low)
+            mine = _Placed(shown, read.low, own_map, shift=first) if own_map is not None else None
+            shown = []
+            for place, m in mine.by_place.items() if mine is not None else ():
+                chunk = self.placed.by_place.get(place)
+                if chunk is None or chunk.benign or chunk.weight < MATERIAL_WEIGHT:
+                    misleading += not m.benign and m.weight >= MATERIAL_WEIGHT
+                if chunk is not None:  # at the lower of what the run shows and what the chunk reads
+                    shown.append(chunk if chunk.benign or chunk.weight < m.weight else m)
+        sig = _signal_of(shown, numeric)
+        return bool(sig.kinds), sig.score, len(sig.kinds), -misleading, -start
 
 
 __all__ = [

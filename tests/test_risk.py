@@ -1253,17 +1253,19 @@ _EXCERPT_LINES = [
 ]
 
 
-def _brute_force_span(text: str, domains: list[str], max_chars: int) -> tuple[int, int] | None:
-    """best_risk_span's choice read the long way: every candidate run through risk_signal."""
-    from retrieval_node.risk import _excerpt_runs
+def _brute_force_span(text: str, domains: list[str], max_chars: int, lexicon: RiskLexicon | None = None) -> tuple[int, int] | None:
+    """best_risk_span's choice read the long way: what every candidate run shows (no early stop)."""
+    from retrieval_node.risk import _SpanSearch, _TextReads
 
-    assert LEX is not None
+    lexicon = lexicon or LEX
+    assert lexicon is not None
+    search = _SpanSearch(text, _TextReads(text.rstrip()))
+    ask = search.ask(lexicon, domains, 0.5)
     best = None
-    for a, b in _excerpt_runs(text, LEX, domains, max_chars):
-        sig = risk_signal(text[a:b], LEX, domains)
-        key = (bool(sig.kinds), sig.score, len(sig.kinds), -a)
+    for run in search.runs(lexicon, domains, max_chars):
+        key = ask.shown(run)
         if best is None or key > best[0]:
-            best = (key, (a, b))
+            best = (key, run[:2])
     if best is None or not best[0][0] or (best[1][0] == 0 and best[1][1] >= len(text.rstrip())):
         return None
     return best[1]
@@ -1272,45 +1274,44 @@ def _brute_force_span(text: str, domains: list[str], max_chars: int) -> tuple[in
 _DOMAIN_LISTS = [["title"], ["tax"], ["condo"], ["title", "tax", "condo", "closing"], ["condo", "title"]]
 
 
-def test_the_signal_bound_is_never_below_the_signal():
-    """best_risk_span reads runs in the order of their bound (_TextReads.bound) and stops where the bound is not above
-    the best read:
-    sound only if each part of the bound (a material kind at all, score, number of kinds) is at least the signal's,
-    for any text, whatever its mentions' readings make of them, in OCR spellings too."""
+def test_what_a_run_shows_is_never_above_its_bound():
+    """best_risk_span reads runs in the order of a bound worked out from the chunk's reading of their lines, and stops
+    where the bound is not above the best read: sound only if no run shows more than its bound (a material kind at all,
+    score, number of kinds, misleading mentions), for any text, in OCR spellings too, at every excerpt length."""
     from hypothesis import given, settings
     from hypothesis import strategies as st_
 
-    from retrieval_node.risk import _TextReads
+    from retrieval_node.risk import _SpanSearch, _TextReads
 
     assert LEX is not None
 
-    @settings(max_examples=300, deadline=None)
-    @given(st_.lists(st_.sampled_from(_EXCERPT_LINES), min_size=1, max_size=6), st_.sampled_from(_DOMAIN_LISTS),
-           st_.sampled_from(["plain", "upper", "ocr"]))
-    def holds(lines, domains, spelling) -> None:
+    @settings(max_examples=200, deadline=None)
+    @given(st_.lists(st_.sampled_from(_EXCERPT_LINES), min_size=1, max_size=7), st_.sampled_from(_DOMAIN_LISTS),
+           st_.sampled_from(["plain", "upper", "ocr"]), st_.sampled_from([700, 160, 60]))
+    def holds(lines, domains, spelling, max_chars) -> None:
         text = "\n".join(lines)
         text = {"plain": text, "upper": text.upper(), "ocr": text.replace("o", "0").replace("l", "1")}[spelling]
-        sig = risk_signal(text, LEX, domains)
-        has, score, n = _TextReads(text).bound(LEX, domains, 0.5)
-        assert has >= bool(sig.kinds) and score >= sig.score and n >= len(sig.kinds), (text, sig, (has, score, n))
+        search = _SpanSearch(text, _TextReads(text.rstrip()))
+        ask = search.ask(LEX, domains, 0.5)
+        for run in search.runs(LEX, domains, max_chars):
+            assert ask.shown(run) <= ask.bound(run), (text, run)
 
     holds()
 
 
 def test_the_bound_holds_for_a_weight_that_rounds_up_to_material():
     """risk_signal rounds a mention's weight to 6 decimals before it asks whether it is material: a configured weight of
-    0.5999996 reads as a material 0.6, so the bound must round the same way (found by review with a lexicon like this)."""
-    from retrieval_node.risk import _TextReads
-
+    0.5999996 reads as a material 0.6, and the excerpt carrying both kinds is found (found by review with a lexicon
+    like this)."""
     lex = RiskLexicon(domains={"x": {"terms": [{"term": "zorblat", "weight": 0.5999996, "kind": "k1"},
                                                {"term": "quuxite", "weight": 0.9, "kind": "k2"}]}})
     both = "Zorblat 252 114 569 and quuxite 252 114 568 registered."
     sig = risk_signal(both, lex, ["x"])
     assert sig.kinds == ("k1", "k2")
-    assert _TextReads(both).bound(lex, ["x"], 0.5) >= (True, sig.score, 2)
     text = "Quuxite registered as 252 114 567 on 2025/11/03 here.\n" + both + "\nfiller line one two three\n"
     span = best_risk_span(text, lex, ["x"], max_chars=60)
     assert span is not None and text[span[0]:span[1]] == both
+    assert span == _brute_force_span(text, ["x"], 60, lex)
 
 
 def test_the_excerpt_is_the_span_reading_every_run_would_choose(monkeypatch):
@@ -1337,10 +1338,86 @@ def test_the_excerpt_is_the_span_reading_every_run_would_choose(monkeypatch):
     assert span is not None and risk_signal(text[span[0]:span[1]], LEX, domains).material  # two kinds in 160 chars
     assert span == _brute_force_span(text, domains, 160)
     reads = []
-    real = risk._TextReads.signal
-    monkeypatch.setattr(risk._TextReads, "signal", lambda self, *a, **k: reads.append(self.text) or real(self, *a, **k))
+    real = risk._SpanAsk.shown
+    monkeypatch.setattr(risk._SpanAsk, "shown", lambda self, run: reads.append(run) or real(self, run))
     assert best_risk_span(text, LEX, domains, max_chars=160) == span
     assert 0 < len(reads) < len(risk._excerpt_runs(text, LEX, domains, 160))
+
+
+#: a purchaser's schedule of registrations: the writ's row says Y under "Discharged?", the lien's N
+_STATUS_SCHEDULE = """SCHEDULE B - REGISTRATIONS REVIEWED FOR THE PURCHASER
+Instrument             Reg. No.       Amount        Discharged?
+Writ of Enforcement    231 440 278    $9,118.00     Y
+Builders' Lien         242 133 906    $14,702.50    N
+Plan of survey         8810 774       -             N/A
+Reviewed by J. Ostrowski on 2026-03-02 for the closing file.
+"""
+
+
+def test_an_excerpt_does_not_quote_a_cleared_row_cut_from_what_clears_it():
+    """The chunk reads the writ as discharged (its row answers Y under the "Discharged?" column) and the lien as live.
+    An excerpt too short for the header and both rows quotes the lien's row without the writ's: the writ's row cut
+    from its header reads as a live $9,118 writ, a risk the chunk does not have."""
+    sig = risk_signal(_STATUS_SCHEDULE, LEX, ["title"])
+    assert sig.kinds == ("builders_lien",) and any(t.startswith("writ of enforcement") for t in sig.benign_terms)
+    assert risk_signal(_STATUS_SCHEDULE.splitlines()[2], LEX, ["title"]).material  # the writ's row alone looks live
+    span = best_risk_span(_STATUS_SCHEDULE, LEX, ["title"], max_chars=140)
+    assert span is not None
+    quoted = _STATUS_SCHEDULE[span[0]:span[1]]
+    assert "Builders' Lien         242 133 906" in quoted and "Writ of Enforcement" not in quoted
+
+
+def test_an_excerpt_shows_what_makes_its_risk_concrete():
+    """The chunk reads the writ as concrete by its judgment's amount, five lines below the search's heading. Of the runs
+    that hold the writ, the excerpt is one that also holds the amount: the run from the heading holds the term but not
+    what makes it a registered judgment."""
+    text = ("WRITS SEARCH RESULT -- PERSONAL PROPERTY REGISTRY\n"
+            "Search ID #: Z10448213        Date of Search: 2024-Oct-09\n"
+            "Search Criteria: Individual   MARLOWE, DENISE ANN   Birth Year: 1979\n"
+            "------------------------------------------------------------\n"
+            "Registration Type: WRIT OF ENFORCEMENT\n"
+            "Registration Date: 2023-Apr-11        Expiry Date: 2027-Apr-11\n"
+            "Judgment Creditor: NORTHSHORE EQUIPMENT FINANCE INC.\n"
+            "Debtor: MARLOWE, DENISE ANN           Birth Date: 1979-Feb-17\n"
+            "Amount of Judgment: $61,904.18   Costs: $2,115.00\n")
+    assert risk_signal(text, LEX, ["title"]).kinds == ("judgment",)
+    span = best_risk_span(text, LEX, ["title"], max_chars=300)
+    assert span is not None
+    assert "WRIT OF ENFORCEMENT" in text[span[0]:span[1]] and "$61,904.18" in text[span[0]:span[1]]
+
+
+#: pieces of lines for the line-map test: words hyphenated at a line's end, indentation, tabs, a scan's specks, curly
+#: apostrophes, blank lines of spaces and tabs, a line ending in a hyphen before a blank line
+_MAP_PIECES = ["After the year end the Board com-", "missioned a review.", "   Builders’ lien 252 114 567 for $4,100",
+               "\tArrears ..... NIL", "", "  ", " \t ", "Caveat re: easement ~ City of Red Deer", "pre- and post-closing",
+               "STATUS OF TITLE", "total: $O.OO", "short-", "(a) item", "x"]
+
+
+def test_each_line_of_the_normalised_text_is_traced_to_the_lines_it_was_written_from():
+    """normalise_ocr joins a word hyphenated across lines and folds a run of blank lines into one; _low_line_map follows
+    both, so a mention's lines are known. For any text composed of such lines under any line breaks, the map is found
+    and each normalised line is what normalising its mapped lines of the text together gives."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st_
+
+    from retrieval_node.risk import _low_line_map, _text_lines, normalise_ocr
+
+    @settings(max_examples=300, deadline=None)
+    @given(st_.lists(st_.sampled_from(_MAP_PIECES), min_size=1, max_size=10), st_.lists(st_.sampled_from(["\n", *_LINE_BREAKS]), min_size=1, max_size=3))
+    def holds(pieces, breaks) -> None:
+        text = _with_breaks("\n".join(pieces), breaks).rstrip()
+        if not text:
+            return  # no line to trace
+        low = normalise_ocr(text)
+        line_map = _low_line_map(text, low)
+        assert line_map is not None, text
+        lines = _text_lines(text)
+        for got, (first, last) in zip(low.split("\n"), line_map, strict=True):
+            assert 0 <= first <= last < len(lines)
+            want = normalise_ocr("".join(text[a:b] for a, b in lines[first:last + 1]).rstrip())
+            assert want.replace("\n", "") == got.strip() or want.strip() == got.strip(), (text, got, want)
+
+    holds()
 
 
 def test_what_ingest_keeps_of_a_chunk_is_what_each_setting_reads_on_its_own():
