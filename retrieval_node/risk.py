@@ -2698,20 +2698,17 @@ def _text_lines(text: str) -> list[tuple[int, int]]:
 
 
 def _excerpt_runs(text: str, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int,
-                  lines: Sequence[tuple[int, int]] | None = None, lows: Sequence[str] | None = None) -> list[tuple[int, int, int, int]]:
+                  lines: Sequence[tuple[int, int]] | None = None, marked: Sequence[int] | None = None) -> list[tuple[int, int, int, int]]:
     """The candidate excerpts of :func:`best_risk_span`: ``(start, end, first line, last line)`` of each run of whole
-    lines (``lines``: :func:`_text_lines`; ``lows``: each one's :func:`normalise_ocr`) that fits in ``max_chars``,
-    starting at a line that names a term of ``domains`` or the line before it (its context), in order; with no such
-    line (a risk only in numbers, or a term broken across lines) every line is a start. A single line longer than
+    lines (``lines``: :func:`_text_lines`) that fits in ``max_chars``, starting at a line that names a term of
+    ``domains`` (``marked``: their indices; by default each line read on its own) or the line before it (its context),
+    in order; with no such line (a risk only in numbers) every line is a start. A single line longer than
     ``max_chars`` is cut at its last space before the limit, and then its last line is -1 (part of a line)."""
     if lines is None:
         lines = _text_lines(text)
-    union = _domain_terms(lexicon, domains)[1]
-    if union is None:
-        marked = []
-    else:
-        low_of = (lambda i: lows[i]) if lows is not None else (lambda i: normalise_ocr(text[slice(*lines[i])]))
-        marked = [i for i in range(len(lines)) if union.search(low_of(i))]
+    if marked is None:
+        union = _domain_terms(lexicon, domains)[1]
+        marked = [i for i in range(len(lines)) if union is not None and union.search(normalise_ocr(text[slice(*lines[i])]))]
     starts = sorted({j for i in marked for j in (i - 1, i) if j >= 0}) if marked else list(range(len(lines)))
     runs = []
     for i in starts:
@@ -2859,12 +2856,24 @@ class _SpanSearch:
         self.text = text
         self.whole = whole
         self.lines = _text_lines(text)
-        self.lows = [normalise_ocr(text[a:b]) for a, b in self.lines]
         self.line_map = _low_line_map(whole.text, whole.low)
+        if self.line_map is not None:
+            self._breaks = [m.start() for m in re.finditer("\n", whole.low)]
         self._read: dict[tuple[int, int], _TextReads] = {}
 
     def runs(self, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int) -> list[tuple[int, int, int, int]]:
-        return _excerpt_runs(self.text, lexicon, domains, max_chars, self.lines, self.lows)
+        return _excerpt_runs(self.text, lexicon, domains, max_chars, self.lines, self.marked(lexicon, domains))
+
+    def marked(self, lexicon: RiskLexicon, domains: Sequence[str]) -> list[int] | None:
+        """The lines that name a term of ``domains`` as the chunk reads it: the first line each match of a term stands on
+        (a word hyphenated across lines is the line it starts on); None where the lines are not followed."""
+        if self.line_map is None:
+            return None
+        union = _domain_terms(lexicon, domains)[1]
+        if union is None:
+            return []
+        line_map, breaks = self.line_map, self._breaks
+        return sorted({line_map[bisect.bisect_left(breaks, m.start())][0] for m in union.finditer(self.whole.low)})
 
     def read(self, start: int, end: int) -> _TextReads:
         """``text[start:end]`` read on its own."""

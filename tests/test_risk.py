@@ -1386,6 +1386,22 @@ def test_an_excerpt_shows_what_makes_its_risk_concrete():
     assert "WRIT OF ENFORCEMENT" in text[span[0]:span[1]] and "$61,904.18" in text[span[0]:span[1]]
 
 
+def test_an_excerpt_starts_at_a_term_hyphenated_across_lines():
+    """A special levy whose word is hyphenated across two lines ("spe-" / "cial levy") is read by the chunk; its excerpt
+    starts at the line the word starts on, though another line (a routine caveat) names a term: the lines an excerpt
+    may start at are those that name a term as the chunk reads them, not each line read alone."""
+    text = "\n".join(["The parkade was swept and line-painted in June; no issues were raised.",
+                      "A caveat re: utility right of way in favour of the City stands on the common property.",
+                      "The Board thanked the volunteers who organised the spring garden day.",
+                      "Bicycle storage rules were reviewed and left unchanged for the year.",
+                      "At the general meeting the owners approved a spe-",
+                      "cial levy of $12,000 per unit, due June 1, 2026.",
+                      "The manager will circulate the landscaping tender to owners next month."])
+    assert risk_signal(text, LEX, ["condo", "title"]).kinds == ("special_levy",)
+    span = best_risk_span(text, LEX, ["condo", "title"], max_chars=140)
+    assert span is not None and text[span[0]:span[1]] == "At the general meeting the owners approved a spe-\ncial levy of $12,000 per unit, due June 1, 2026."
+
+
 #: pieces of lines for the line-map test: words hyphenated at a line's end, indentation, tabs, a scan's specks, curly
 #: apostrophes, blank lines of spaces and tabs, a line ending in a hyphen before a blank line
 _MAP_PIECES = ["After the year end the Board com-", "missioned a review.", "   Builders’ lien 252 114 567 for $4,100",
