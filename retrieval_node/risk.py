@@ -2488,13 +2488,15 @@ def _domain_terms(lexicon: RiskLexicon, domains: Sequence[str]) -> tuple[tuple[t
     return hit[1], hit[2]
 
 
-def _occurring_terms(low: str, lexicon: RiskLexicon, domains: Sequence[str]) -> list[RiskTerm]:
-    """The lexicon terms of ``domains`` that may occur in ``low`` (a :func:`normalise_ocr` text), each once, as the
-    first of ``domains`` that lists it defines it, in that order; a term left out cannot match :func:`term_pattern` there."""
+def _occurring_terms(low: str, lexicon: RiskLexicon, domains: Sequence[str], canon: str | None = None) -> list[RiskTerm]:
+    """The lexicon terms of ``domains`` that may occur in ``low`` (a :func:`normalise_ocr` text; ``canon``: its
+    :func:`canonical` form, when known), each once, as the first of ``domains`` that lists it defines it, in that order;
+    a term left out cannot match :func:`term_pattern` there."""
     _, terms, union, by_key = _domain_entry(lexicon, domains)
     if union is None or union.search(low) is None:
         return []  # no term of the lexicon occurs: nothing to scan (most chunks of a deal)
-    canon = canonical(low)
+    if canon is None:
+        canon = canonical(low)
     # a term whose letters between spaces and apostrophes do not all stand in the text cannot match (term_runs): its
     # longest run first, then the others
     has = canon.__contains__
@@ -2531,7 +2533,7 @@ class _TextReads:
     read (keyed by term, place and :func:`_reading`) and the numeric detectors' findings (keyed by
     :func:`_numeric_key`) are worked out once and shared by the settings that agree on them."""
 
-    __slots__ = ("_lines", "_matches", "_numeric", "low", "reads", "text")
+    __slots__ = ("_canon", "_found", "_lines", "_matches", "_numeric", "low", "reads", "text")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -2540,6 +2542,8 @@ class _TextReads:
         self.reads: dict[tuple[int, int, int, object], tuple[str | None, float, str] | None] = {}
         self._numeric: dict[tuple[bool, bool, bool, float], list[tuple[str, str]]] = {}
         self._matches: dict[tuple[int, tuple[str, ...]], tuple[RiskLexicon, list[RiskMatch]]] = {}
+        self._canon: str | None = None
+        self._found: dict[str, list[re.Match[str]]] = {}  # term -> its matches in low (terms the settings share)
 
     def lines(self) -> _Lines:
         if self._lines is None:
@@ -2562,9 +2566,15 @@ class _TextReads:
             return hit[1]
         low = self.low
         matches: list[RiskMatch] = []
-        for t in _occurring_terms(low, lexicon, domains):
+        if self._canon is None:
+            self._canon = canonical(low)
+        found = self._found
+        for t in _occurring_terms(low, lexicon, domains, self._canon):
             reading = _reading(lexicon, t.kind)
-            for m in term_pattern(t.term).finditer(low):
+            hits = found.get(t.term)
+            if hits is None:
+                hits = found[t.term] = list(term_pattern(t.term).finditer(low))
+            for m in hits:
                 read_key = (id(t), m.start(), m.end(), reading)
                 if read_key in self.reads:
                     read = self.reads[read_key]
