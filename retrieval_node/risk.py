@@ -2794,8 +2794,9 @@ def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, m
     and a run that leaves out what makes a mention concrete (its amount, its number) shows less of it. Numeric
     findings count where the detectors find them in the run and in the chunk. Runs are read in the order of the
     chunk's reading of their lines (an upper bound of what they can show), and the reading stops at the first
-    run whose bound is not above the best read. A single line longer than ``max_chars`` is cut at the last
-    space before the limit.
+    run whose bound is not above the best read. Where no run shows a risk the chunk reads (the chunk reads it from
+    words no run holds with it), the run of whole lines that holds most of what the chunk reads is the excerpt. A
+    single line longer than ``max_chars`` is cut at the last space before the limit.
     Returns ``(start, end)`` character offsets into ``text`` (trailing line break excluded), or None when
     no run carries a material risk or the best run is the whole text.
     """
@@ -2844,13 +2845,19 @@ def _best_spans(text: str, asks: Sequence[tuple[RiskLexicon, Sequence[str], int]
     out: list[tuple[int, int] | None] = []
     for lexicon, domains, max_chars in asks:
         ask = search.ask(lexicon, domains, shortfall_ratio)
+        runs = search.runs(lexicon, domains, max_chars)
         best: tuple[tuple[bool, float, int, int, int], tuple[int, int]] | None = None
-        for bound, run in sorted(((ask.bound(run), run) for run in search.runs(lexicon, domains, max_chars)), reverse=True):
+        for bound, run in sorted(((ask.bound(run), run) for run in runs), reverse=True):
             if best is not None and bound <= best[0]:
                 break  # neither this run nor any after it can show more than the best
             key = ask.shown(run)
             if best is None or key > best[0]:
                 best = (key, run[:2])
+        if best is None or not best[0][0]:
+            # no run shows on its own a risk the chunk reads (the chunk reads it from words no run holds with it: a copy's
+            # title made concrete by its registration number above it): the run of whole lines holding most of what the
+            # chunk reads, so a material chunk that does not fit whole can still be quoted
+            best = max(((ask.held(run), run[:2]) for run in runs if run[3] >= 0), default=best)
         span = None if best is None or not best[0][0] else best[1]
         if span is not None and span[0] == 0 and span[1] >= len(whole.text):
             span = None
@@ -2917,6 +2924,14 @@ class _SpanAsk:
         if self.placed is None:
             return True, 2.0, 1 << 30, 0, -start
         sig = _signal_of(self.placed.within(first, first if last < 0 else last), [(kind, "") for kind in sorted(self.numeric_kinds)])
+        return bool(sig.kinds), sig.score, len(sig.kinds), 0, -start
+
+    def held(self, run: tuple[int, int, int, int]) -> tuple[bool, float, int, int, int]:
+        """The key of the mentions on the run's lines as the chunk reads them (its numeric findings aside)."""
+        start, _, first, last = run
+        if self.placed is None:
+            return False, 0.0, 0, 0, -start
+        sig = _signal_of(self.placed.within(first, last), [])
         return bool(sig.kinds), sig.score, len(sig.kinds), 0, -start
 
     def shown(self, run: tuple[int, int, int, int]) -> tuple[bool, float, int, int, int]:

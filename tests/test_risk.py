@@ -1262,10 +1262,13 @@ def _brute_force_span(text: str, domains: list[str], max_chars: int, lexicon: Ri
     search = _SpanSearch(text, _TextReads(text.rstrip()))
     ask = search.ask(lexicon, domains, 0.5)
     best = None
-    for run in search.runs(lexicon, domains, max_chars):
+    runs = search.runs(lexicon, domains, max_chars)
+    for run in runs:
         key = ask.shown(run)
         if best is None or key > best[0]:
             best = (key, run[:2])
+    if best is None or not best[0][0]:  # no run shows a risk the chunk reads: the whole-line run holding most of it
+        best = max(((ask.held(run), run[:2]) for run in runs if run[3] >= 0), default=best)
     if best is None or not best[0][0] or (best[1][0] == 0 and best[1][1] >= len(text.rstrip())):
         return None
     return best[1]
@@ -1342,6 +1345,22 @@ def test_the_excerpt_is_the_span_reading_every_run_would_choose(monkeypatch):
     monkeypatch.setattr(risk._SpanAsk, "shown", lambda self, run: reads.append(run) or real(self, run))
     assert best_risk_span(text, LEX, domains, max_chars=160) == span
     assert 0 < len(reads) < len(risk._excerpt_runs(text, LEX, domains, 160))
+
+
+def test_a_material_chunk_has_an_excerpt_where_no_run_shows_its_risk_alone():
+    """The chunk reads the special levy as concrete: its sentence runs over four short lines to "$12,000 per unit". No
+    run of 60 characters holds the term and the amount, so no run shows the levy as material on its own; the chunk can
+    still be quoted when it does not fit whole: the excerpt is the run that holds what the chunk reads, the levy's line."""
+    text = "\n".join(["Minutes of the board, item 4.",
+                      "A special levy for the roof membrane,",
+                      "payable by each owner on June 1, 2026,",
+                      "is $12,000 per unit by unit factor.",
+                      "Item 5: the pet bylaw was read again."])
+    assert risk_signal(text, LEX, ["condo"]).kinds == ("special_levy",)
+    assert not any(risk_signal(line, LEX, ["condo"]).material for line in text.splitlines())
+    span = best_risk_span(text, LEX, ["condo"], max_chars=60)
+    assert span is not None and text[span[0]:span[1]] == "A special levy for the roof membrane,"
+    assert span == _brute_force_span(text, ["condo"], 60)
 
 
 #: a purchaser's schedule of registrations: the writ's row says Y under "Discharged?", the lien's N
