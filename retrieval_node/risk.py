@@ -2788,10 +2788,11 @@ def best_risk_span(text: str, lexicon: RiskLexicon, domains: Sequence[str], *, m
     """The contiguous run of whole lines (at most ``max_chars``) that carries the chunk's strongest risk.
 
     Of the runs of consecutive lines that fit in ``max_chars`` and start at or just before a line naming a term,
-    the best is the one with a material kind, then the highest score, then the most material kinds, then the
-    earliest. A run counts a mention at what the run shows of it on its own and no more than the chunk reads
-    it: a lien the chunk reads as discharged (by a heading or a discharge outside the run) is no risk of the run,
-    and a run that leaves out what makes a mention concrete (its amount, its number) shows less of it. Numeric
+    the best is the one with a material kind, then the highest score, then the most material kinds, then the fewest
+    misleading mentions, then the earliest. A run counts a mention at what the run shows of it on its own and no
+    more than the chunk reads it: a lien the chunk reads as discharged (by a heading or a discharge outside the run)
+    is no risk of the run, and one the run still shows as a risk is a misleading mention; a run that leaves out what
+    makes a mention concrete (its amount, its number) shows less of it. Numeric
     findings count where the detectors find them in the run and in the chunk. Runs are read in the order of the
     chunk's reading of their lines (an upper bound of what they can show), and the reading stops at the first
     run whose bound is not above the best read. Where no run shows a risk the chunk reads (the chunk reads it from
