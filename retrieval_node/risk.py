@@ -2812,6 +2812,28 @@ def best_risk_spans(text: str, asks: Sequence[tuple[RiskLexicon, Sequence[str], 
     return _best_spans(text, asks, shortfall_ratio, _TextReads(text.rstrip()))
 
 
+class _LineTrace:
+    """Where each offset of a text's :func:`normalise_ocr` form was written: :func:`_low_line_map` with the normalised
+    text's line breaks."""
+
+    __slots__ = ("breaks", "line_map")
+
+    def __init__(self, line_map: list[tuple[int, int]], low: str) -> None:
+        self.line_map = line_map
+        self.breaks = [m.start() for m in re.finditer("\n", low)]
+
+    @classmethod
+    def of(cls, text: str, low: str) -> _LineTrace | None:
+        """The trace of ``text`` (``low``: its normalised form); None should its lines not be followed."""
+        line_map = _low_line_map(text, low)
+        return cls(line_map, low) if line_map is not None else None
+
+    def lines(self, start: int, end: int) -> tuple[int, int]:
+        """The first and last line of the text that ``low[start:end]`` (not empty) was written from."""
+        return (self.line_map[bisect.bisect_left(self.breaks, start)][0],
+                self.line_map[bisect.bisect_left(self.breaks, max(start, end - 1))][1])
+
+
 class _Placed:
     """The mentions of a text read under one setting, each with the first and last line of the text it stands on
     (:func:`_low_line_map`), and by its place: its kind, its first line and its rank among the mentions of that kind
@@ -2820,11 +2842,9 @@ class _Placed:
 
     __slots__ = ("by_place", "lines", "matches")
 
-    def __init__(self, matches: list[RiskMatch], low: str, line_map: list[tuple[int, int]], shift: int = 0) -> None:
-        breaks = [m.start() for m in re.finditer("\n", low)]
+    def __init__(self, matches: list[RiskMatch], trace: _LineTrace, shift: int = 0) -> None:
         self.matches = matches
-        self.lines = [(line_map[bisect.bisect_left(breaks, m.start)][0] + shift,
-                       line_map[bisect.bisect_left(breaks, max(m.start, m.end - 1))][1] + shift) for m in matches]
+        self.lines = [(lo + shift, hi + shift) for lo, hi in (trace.lines(m.start, m.end) for m in matches)]
         seen: dict[tuple[str, int], int] = {}
         self.by_place: dict[tuple[str, int, int], RiskMatch] = {}
         for m, (lo, _) in sorted(zip(matches, self.lines, strict=True), key=lambda ml: ml[0].start):
@@ -2874,9 +2894,8 @@ class _SpanSearch:
         self.text = text
         self.whole = whole
         self.lines = _text_lines(text)
-        self.line_map = _low_line_map(whole.text, whole.low)
-        if self.line_map is not None:
-            self._breaks = [m.start() for m in re.finditer("\n", whole.low)]
+        self.trace = _LineTrace.of(whole.text, whole.low)
+        self._placed: dict[tuple[int, tuple[str, ...]], _Placed] = {}
         self._read: dict[tuple[int, int], _TextReads] = {}
 
     def runs(self, lexicon: RiskLexicon, domains: Sequence[str], max_chars: int) -> list[tuple[int, int, int, int]]:
@@ -2885,13 +2904,23 @@ class _SpanSearch:
     def marked(self, lexicon: RiskLexicon, domains: Sequence[str]) -> list[int] | None:
         """The lines that name a term of ``domains`` as the chunk reads it: the first line each match of a term stands on
         (a word hyphenated across lines is the line it starts on); None where the lines are not followed."""
-        if self.line_map is None:
+        if self.trace is None:
             return None
         union = _domain_terms(lexicon, domains)[1]
         if union is None:
             return []
-        line_map, breaks = self.line_map, self._breaks
-        return sorted({line_map[bisect.bisect_left(breaks, m.start())][0] for m in union.finditer(self.whole.low)})
+        return sorted({self.trace.lines(m.start(), m.end())[0] for m in union.finditer(self.whole.low)})
+
+    def placed(self, lexicon: RiskLexicon, domains: Sequence[str]) -> _Placed | None:
+        """The chunk's reading of its mentions under ``(lexicon, domains)``, placed on its lines (shared by the sizes asked
+        of one setting); None should its lines not be followed."""
+        if self.trace is None:
+            return None
+        key = (id(lexicon), tuple(domains))
+        hit = self._placed.get(key)
+        if hit is None:  # the lexicon lives as long as the whole text's reading, which keeps its matches by the same key
+            hit = self._placed[key] = _Placed(self.whole.matches(lexicon, domains), self.trace)
+        return hit
 
     def read(self, start: int, end: int) -> _TextReads:
         """``text[start:end]`` read on its own."""
@@ -2915,7 +2944,8 @@ class _SpanAsk:
         self.numeric_kinds = {kind for kind, _ in whole.numeric(lexicon, domains, shortfall_ratio)}
         # the chunk's reading of each mention, by the lines it stands on; None should its lines not be followed, and then
         # each run is read on its own only (not expected: normalise_ocr keeps the line breaks it is followed for)
-        self.placed = _Placed(whole.matches(lexicon, domains), whole.low, search.line_map) if search.line_map is not None else None
+        self.placed = search.placed(lexicon, domains)
+        self.numeric_bound = [(kind, "") for kind in sorted(self.numeric_kinds)]
 
     def bound(self, run: tuple[int, int, int, int]) -> tuple[bool, float, int, int, int]:
         """At least :meth:`shown`: what the chunk reads on the run's lines (on its whole first line, for part of a line),
@@ -2924,7 +2954,7 @@ class _SpanAsk:
         start, _, first, last = run
         if self.placed is None:
             return True, 2.0, 1 << 30, 0, -start
-        sig = _signal_of(self.placed.within(first, first if last < 0 else last), [(kind, "") for kind in sorted(self.numeric_kinds)])
+        sig = _signal_of(self.placed.within(first, first if last < 0 else last), self.numeric_bound)
         return bool(sig.kinds), sig.score, len(sig.kinds), 0, -start
 
     def held(self, run: tuple[int, int, int, int]) -> tuple[bool, float, int, int, int]:
@@ -2946,8 +2976,8 @@ class _SpanAsk:
         numeric = [f for f in read.numeric(lexicon, domains, shortfall_ratio) if f[0] in self.numeric_kinds]
         misleading = 0
         if self.placed is not None and shown:
-            own_map = self.search.line_map if read is self.search.whole else _low_line_map(read.text, read.low)
-            mine = _Placed(shown, read.low, own_map, shift=first) if own_map is not None else None
+            trace = self.search.trace if read is self.search.whole else _LineTrace.of(read.text, read.low)
+            mine = _Placed(shown, trace, shift=first) if trace is not None else None
             shown = []
             for place, m in mine.by_place.items() if mine is not None else ():
                 chunk = self.placed.by_place.get(place)
