@@ -985,8 +985,14 @@ def _negated(text: str, start: int, window: int) -> str | None:
     own_line = text.rfind("\n", lo, start) + 1 or lo
     # the lines above are read in the whole text: a checklist's "seller: no hits" keeps its colon, which ends a clause
     above = [n for n in _NEGATION_ABOVE.finditer(text, lo, own_line) if not _answers_its_line(text, n.start())]
-    negations = [*above, *_NEGATION.finditer(text, own_line, start)]
+    negations = [n for n in (*above, *_NEGATION.finditer(text, own_line, start)) if _NEGATES_A_CLEARING.match(text, n.end()) is None]
     return negations[-1].group(0) if negations else None
+
+
+#: A negation of the clearing itself ("NOT YET DISCHARGED", "no withdrawal of the caveat has been registered", "never
+#: released"): it says the instrument stands, it does not deny it.
+_NEGATES_A_CLEARING = re.compile(r"(?:\s+(?:yet|been|fully|a|any))*\s+(?:" + _STATUS_WORDS
+                                 + _ocr_tolerant(r"|discharge|discharges|withdrawal|release|cancell?ation|payment)") + r"\b")
 
 
 #: The end of a form line's label or question, right before its value ("Seller: no hits", "Arrears?   No", "Liens .... NIL").
@@ -1047,9 +1053,9 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
     return None
 
 
-#: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full") says what
-#: has not happened yet: it does not neutralise the term.
-_PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
+#: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full", "your client
+#: must have discharged before funds are released") says what has not happened yet: it does not neutralise the term.
+_PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)(?: have)?\s*$"))
 
 
 #: A cue that is negated or awaited ("not paid in full", "until paid in full", "has not been discharged") says the
@@ -1080,17 +1086,22 @@ def _asked(text: str, end: int) -> bool:
     return mark != -1 and not text[end:mark].strip(" ") and _ANSWERED_YES.match(text, mark) is None
 
 
-def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool:
+def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_entry: int = -1) -> bool:
     """The cue occurs in ``span``, neither asked, awaited, negated nor conditional (``lead``: the text just before the span,
     where the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
-    instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one)."""
+    instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one). Before ``other_entry`` (where the
+    mention's own row starts, when it starts with its number), a cue after another registration number is that
+    entry's ("201 004 311  CAVEAT  WITHDRAWN" on the row above clears the caveat, not the lien below it)."""
     for m in term_pattern(cue).finditer(span):
+        if m.end() <= other_entry and _entry_number(lead + span, len(lead) + m.start()) not in (None, own):
+            continue
         if _asked(span, m.end()):
             continue  # a question, or a column headed by one ("Discharged?"), is not its answer
         if "\n" in m.group(0) and _answers_its_line(span, m.start()):
             continue  # "arrears?  no\nspecial levy approved?": one line's answer, then the next line's item
-        before = span[max(0, m.start() - 24):m.start()].rstrip()
-        if _PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(lead + span, len(lead) + m.start()):
+        at = len(lead) + m.start()  # what stands before the cue is read across the window's edge ("NOT YET | DISCHARGED")
+        before = (lead + span)[max(0, at - 24):at].rstrip()
+        if _PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(lead + span, at):
             continue
         if own is not None:
             named = _NAMED_NUMBER.match(span, m.end())
@@ -1098,6 +1109,16 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "") -> bool
                 continue
         return True
     return False
+
+
+def _entry_number(text: str, at: int) -> str | None:
+    """The registration number the words at ``at`` follow in their entry: the last one before them, back to the line
+    before a blank one (digits only), or None."""
+    lo = text.rfind("\n\n", 0, at) + 1
+    last = None
+    for last in _REGISTRATION.finditer(text, lo, at):
+        pass
+    return None if last is None else _digits(last.group(0))
 
 
 #: "discharged by 232 001 002", "under discharge no. ...": the number after the cue is the discharging instrument's.
@@ -1116,8 +1137,12 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     span = text[lo:hi]
     own = own_registration(text, start, end)
     if _any_occurs(cues, span):
+        # a register's row that starts with its own number: what rows above it say is theirs
+        line_lo = text.rfind("\n", 0, start) + 1
+        row = own is not None and line_lo > lo and any(_digits(n.group(0)) == own for n in _REGISTRATION.finditer(text, line_lo, start))
+        lead = text[max(0, lo - 240):lo]
         for cue in cues:
-            if _cue_in(span, cue, own, text[max(0, lo - 80):lo]):
+            if _cue_in(span, cue, own, lead, line_lo - lo if row else -1):
                 return cue
     line_end = text.find("\n", end)
     after = text[end:min(line_end if line_end != -1 else len(text), end + 2 * window)]
@@ -1199,9 +1224,21 @@ def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]
         for m in pattern.finditer(text, lo, hi):
             before = text[max(0, m.start() - 24):m.start()].rstrip()
             if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
-                                        or _asked(text, m.end())):
+                                        or _asked(text, m.end()) or _awaited_discharges(text, m)):
                 continue  # ... or asked: "Has the lien been discharged? No."
             yield m, verdict
+
+
+#: "discharges" as a noun, then its verb or its object ("Discharges for the following were requested", "discharges of
+#: the lien and writ are pending"): the discharges are what the clause says of them
+_DISCHARGES_NOUN = re.compile(r"\s*(?:for|of|were|are|have|has|:)\b")
+
+
+def _awaited_discharges(text: str, m: re.Match[str]) -> bool:
+    """A verdict word that is the noun "discharges" whose clause says they are still awaited (:data:`_AWAITED_AFTER`):
+    not a verdict ("Discharges for the following were requested but not yet received")."""
+    return (m.group(0).endswith("s") and _DISCHARGES_NOUN.match(text, m.end()) is not None
+            and _AWAITED_AFTER.search(text[m.end():m.end() + 60]) is not None)
 
 
 def _first_verdict(text: str, lo: int, hi: int) -> str | None:
@@ -1964,6 +2001,84 @@ def clearing_instrument(text: str) -> tuple[int, int] | None:
     return None
 
 
+#: A section heading, or the line that leads into a list, saying the instruments listed under it are cleared ("DISCHARGED
+#: INSTRUMENTS", "Caveats withdrawn since the last search:", "The following registrations were cancelled in 2023:"): one of
+#: the words a status column reads as done (:data:`_STATUS_WORDS`) and a word for what it lists.
+_SECTION_STATUS = re.compile(r"\b" + _STATUS_WORDS + r"\b")
+_SECTION_LISTS = re.compile(r"\b(?:instruments?|registrations?|encumbrances|interests|liens|writs|caveats|charges|mortgages|notifications"
+                            r"|judgments|items|entries|documents|following)\b")
+#: A heading's or an entry's words that say its instruments are not cleared yet, or would only be: asked, awaited, negated,
+#: conditional ("TO BE DISCHARGED ON CLOSING", "Discharges requested, not yet received:", "If withdrawn before closing, the
+#: following ...", "... discharge still outstanding").
+_SECTION_AWAITED = re.compile(r"\?|\b(?:to be|not|never|pending|outstanding|requested|requisition\w*|requir\w*|await\w*|remains?|remaining"
+                              r"|still|will|must|shall|should|would|if|unless|until|once|when|upon|on closing|at closing|before|prior to"
+                              r"|after closing|from (?:the )?proceeds|undertaking|trust conditions|subject to|yet|partial|partially|o/s)\b")
+#: a line of a table's rule ("-----", "|---|---|", "=====")
+_RULE_LINE = re.compile(r"[-=_*~+|: \u2013\u2014\u2500\u2550]+")
+_DIGIT = re.compile(r"\d")
+
+
+def _section_heading(line: str, opens: bool) -> str | None:
+    """The status word of ``line`` (a :func:`normalise_ocr` line) when it is a heading or lead-in that clears what it
+    lists (:data:`_SECTION_STATUS`): one cell (not a table's column header), no registration number or amount, no label
+    with a value after its colon ("Status: discharged" is an entry's field), not a sentence ending in a full stop, nothing
+    of :data:`_SECTION_AWAITED`; at most twelve words, or twenty-five for a lead-in ending in a colon. One that does not
+    say what it lists ("Discharged", "Lapsed:") is a heading only as one is set apart: ending in a colon, between rules
+    ("--- DISCHARGED ---") or opening the text or a part of it (``opens``: first, or after a blank line or a rule); a
+    status alone on the line below an entry is that entry's."""
+    status = _SECTION_STATUS.search(line)
+    if status is None or _SECTION_AWAITED.search(line) is not None:
+        return None
+    body = line.strip(" \t-=*#_|~\u2013\u2014")
+    colon = body.endswith(":")
+    if (len(body.split()) > (25 if colon else 12) or ":" in body.rstrip(":") or body.endswith(".") or "$" in body
+            or _REGISTRATION.search(body) or len(_cell_spans(body)) != 1):
+        return None
+    if _SECTION_LISTS.search(line) is None and not (colon or opens or body != line.strip()):
+        return None
+    return status.group(0)
+
+
+@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
+def cleared_sections(text: str) -> tuple[tuple[int, int, str], ...]:
+    """``(lo, hi, status word)`` of each list of entries under a heading that says they are cleared
+    (:func:`_section_heading`): the lines below it up to the first blank line, the first line without a digit (another
+    heading, a note, a sentence; a short line naming a party or a subject continues its entry) or the first line that
+    says it is still awaited, which also leaves out the entry it continues ("222 651 840 Writ of Enforcement" /
+    "Status: outstanding"). A blank line, a rule or a column header may stand between the heading and its first entry.
+    Offsets into ``text`` (a :func:`normalise_ocr` text)."""
+    if _SECTION_STATUS.search(text) is None:
+        return ()
+    lines = text.split("\n")
+    starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+    out = []
+    for i, line in enumerate(lines):
+        opens = i == 0 or not lines[i - 1].strip() or _RULE_LINE.fullmatch(lines[i - 1].strip()) is not None
+        word = _section_heading(line, opens)
+        if word is None:
+            continue
+        first = last = entry = None  # entry: the line the last entry starts on (its registration number)
+        blank = False  # a blank line under the heading: no column header after it
+        for j in range(i + 1, len(lines)):
+            row = lines[j].strip()
+            if first is None and (not row and not blank or _RULE_LINE.fullmatch(row) or (
+                    not blank and not _DIGIT.search(row) and len(_cell_spans(row)) >= 3)):
+                blank = blank or not row
+                continue  # between the heading and its first entry
+            if _SECTION_AWAITED.search(row) and row and _REGISTRATION.search(row) is None and entry is not None:
+                last = entry - 1  # a line carrying on an entry says it is still awaited: not that entry either
+                break
+            if not row or (_DIGIT.search(row) is None and (len(row.split()) > 8 or _PARTY.search(row) is None)) or _SECTION_AWAITED.search(row):
+                break
+            first = j if first is None else first
+            last = j
+            if _REGISTRATION.search(row):
+                entry = j
+        if first is not None and last is not None and last >= first:
+            out.append((starts[first], starts[last] + len(lines[last]), word))
+    return tuple(out)
+
+
 #: A unit, suite, lot or tax roll named by its number ("Unit 108", "roll 2208 3317", "LOT 14", "Suite #6").
 _ID = r"(?:no\.?\s*|number\s*|#\s*)?(\d[\da-z-]*(?: \d{3,5}\b)?)"
 _DESIGNATOR = re.compile(r"\b(unit|suite|lot|roll)s?\s*" + _ID)
@@ -2417,6 +2532,9 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         number = own_registration(low, m.start(), m.end())
         if number is not None and number in cleared_registrations(low):
             cue = "discharged by number"
+    if cue is None and status != "no" and not heading and not undischarged and t.kind in _REGISTRABLE:
+        # listed under a heading that says its entries are cleared ("DISCHARGED INSTRUMENTS"), every entry of the list
+        cue = next((f"listed as {word}" for lo, hi, word in cleared_sections(low) if lo <= m.start() < hi), None)
     if cue is None and t.stale_after_years is not None:
         age = registration_age(low, m.start())
         if (age is None or age <= t.stale_after_years) and not undischarged:

@@ -340,6 +340,118 @@ def test_a_discharge_copy_clears_only_its_own_instrument(text):
     _assert_flag(text, "title", True)
 
 
+# a register's list under a heading of its own: each entry is written in these tests' words, in several layouts
+_LIEN_ROW = "242 118 093   2024/03/14   BUILDERS' LIEN      LIENOR: NORTHFORK FRAMING LTD.   $21,760.00"
+_WRIT_ROW = "231 905 416   2023/08/02   WRIT OF ENFORCEMENT CREDITOR: BANNER LEASING INC.    $7,415.30"
+_LIS_ROW = "221 660 048   2022/11/21   CERTIFICATE OF LIS PENDENS  PLAINTIFF: K. OSEI, ACTION 2201 14472"
+
+
+@pytest.mark.parametrize("text", [
+    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_WRIT_ROW}\n{_LIS_ROW}",
+    f"==== INSTRUMENTS DISCHARGED (FOR INFORMATION ONLY) ====\n\n{_WRIT_ROW}\n{_LIEN_ROW}",
+    # a rule and a column header between the heading and its first entry; a pipe table
+    "Withdrawn and discharged registrations\n| Reg. No. | Date | Instrument | Party | Amount |\n|---|---|---|---|---|\n"
+    "| 242 118 093 | 2024-03-14 | Builders' lien | Northfork Framing Ltd. | $21,760.00 |\n"
+    "| 231 905 416 | 2023-08-02 | Writ of enforcement | Banner Leasing Inc. | $7,415.30 |",
+    # a lead-in sentence and a bulleted list; an entry's second line naming its party
+    "The following registrations were cancelled in 2024:\n- Builders' lien 242 118 093 for $21,760.00\n"
+    "    Lienor: Northfork Framing Ltd.\n- Writ of enforcement 231 905 416 ($7,415.30)",
+    f"Cancelled registrations:\n\n{_LIS_ROW}\n{_LIEN_ROW}",
+    # a heading of the status alone, set apart as one: between rules, ending in a colon, opening the text
+    f"Registration   Date         Instrument\n--- DISCHARGED ---\n{_LIEN_ROW}\n{_WRIT_ROW}\n--- CURRENT ---\nNIL",
+    f"Withdrawn:\n{_WRIT_ROW}\n{_LIEN_ROW}",
+    f"Discharged\n{_LIEN_ROW}\n{_LIS_ROW}",
+    # a long lead-in ending in a colon
+    "The Registrar has confirmed that the following registrations lapsed on 2024/04/30 and have been removed from the "
+    f"title:\n{_LIS_ROW}\n{_WRIT_ROW}",
+])
+def test_every_entry_listed_under_a_heading_that_clears_it_is_benign(text):
+    """A heading that says its list was discharged, withdrawn or cancelled clears every entry of the list, not only the
+    first one its words stand near; with Windows line breaks and tabbed columns too."""
+    for layout in (text, text.replace("\n", "\r\n"), re.sub(r" {3,}", "\t", text)):
+        sig = risk_signal(layout, LEX, ["title"])
+        assert sig.kinds == (), (layout, sig)
+
+
+@pytest.mark.parametrize("heading", [
+    "REGISTRATIONS TO BE DISCHARGED ON CLOSING",
+    "Discharges requested, not yet received:",
+    "The following instruments have not been discharged:",
+    "If withdrawn before closing, the following registrations will not affect the title:",
+    "Instruments discharged?   (confirm with the vendor's solicitor)",
+    "Discharges required - liens and writs",
+    "Instruments to be withdrawn from the proceeds of sale",
+    # one entry's field, or its status alone on the line below it, not a heading of the entries below it
+    "201 004 311   2020/01/09   CAVEAT RE: EASEMENT\nStatus: Discharged",
+    "201 004 311   2020/01/09   CAVEAT RE: EASEMENT\nDISCHARGED",
+])
+def test_a_heading_that_awaits_asks_or_only_labels_a_discharge_clears_no_entry(heading):
+    text = f"{heading}\n{_LIEN_ROW}\n{_WRIT_ROW}"
+    sig = risk_signal(text, LEX, ["title"])
+    assert {"builders_lien", "judgment"} <= set(sig.kinds), sig
+
+
+@pytest.mark.parametrize("text", [
+    # a blank line ends the list; what follows it is read as itself
+    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n\n{_WRIT_ROW}",
+    # the next heading ends it, with or without a blank line before it
+    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\nCURRENT REGISTRATIONS\n{_WRIT_ROW}",
+    f"Discharged instruments\n{_LIEN_ROW}\nRegistered since the last search\n{_WRIT_ROW}",
+    # so does a note, and an entry that says its discharge is still awaited (itself included)
+    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\nNote that the vendor's lender holds the writ below against the proceeds\n{_WRIT_ROW}",
+    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_WRIT_ROW} - discharge still outstanding",
+    # a line carrying on the writ's entry says its discharge is awaited: the writ is not cleared, the lien above still is
+    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_WRIT_ROW}\n      Status: outstanding - discharge to follow from the sale proceeds",
+])
+def test_a_list_cleared_by_its_heading_ends_where_the_list_ends(text):
+    """Only the entries of the list clear: below its end a writ is a live risk again, and the lien above it stays
+    cleared. A list that ends too late would hide a live writ; one that ends too early only shows a cleared one."""
+    for layout in (text, text.replace("\n", "\r\n"), re.sub(r" {3,}", "\t", text)):
+        sig = risk_signal(layout, LEX, ["title"])
+        assert sig.kinds == ("judgment",), (layout, sig)
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    # the row above ends with its own status, or carries it on a line of its own
+    ("201 004 311   2020/01/09   CAVEAT RE: EASEMENT              WITHDRAWN 2021/06/30\n" + _LIEN_ROW, "builders_lien"),
+    ("201 004 311   2020/01/09   CAVEAT RE: EASEMENT\n    Status: discharged by 211 300 472\n" + _WRIT_ROW, "judgment"),
+    ("Caveats withdrawn:\n  202 331 908  Caveat re: right of first refusal - P. Lindqvist - withdrawn 2021/01/12\n"
+     "Caveats on title:\n  222 775 213  Caveat re: option to purchase - Larkspur Holdings Ltd.", "caveat"),
+])
+def test_a_clearing_word_of_the_row_above_is_that_rows_not_the_next(text, kind):
+    """In a register whose rows start with their registration numbers, "withdrawn" or "discharged" said of the row
+    above (after its own number) does not clear the instrument on the next row."""
+    assert kind in kinds(text, "title"), risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize("max_chars", [120, 200])
+def test_an_excerpt_quotes_the_live_instrument_not_a_row_cut_from_the_heading_that_clears_it(max_chars):
+    text = f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_LIS_ROW}\n\nCURRENT REGISTRATIONS\n{_WRIT_ROW}\n"
+    span = best_risk_span(text, LEX, ["title"], max_chars=max_chars)
+    assert span is not None
+    quoted = text[span[0]:span[1]]
+    assert "WRIT OF ENFORCEMENT" in quoted and "LIS PENDENS" not in quoted and "BUILDERS' LIEN" not in quoted, quoted
+
+
+def test_an_entry_whose_status_line_stands_above_its_instrument_is_still_cleared_by_it():
+    text = "242 118 093   2024/03/14   DISCHARGED 2024/09/02\n      BUILDERS' LIEN - NORTHFORK FRAMING LTD. - $21,760.00"
+    assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize("text", [
+    # the clearing itself is negated or awaited: the instrument stands
+    "NOT YET DISCHARGED\n-------------------\n" + _LIEN_ROW,
+    "No withdrawal of caveat 212 604 118 (option to purchase, Larkspur Holdings Ltd.) has been registered.",
+    "Discharges for the following were requested but not yet received:\n   Caveat 222 419 063 - re: agreement for sale, D. Ferreira",
+    "Please note the following registration, which the vendor must have discharged before we release funds:\n"
+    "   Builders' lien 242 118 093 - Northfork Framing Ltd. - $21,760.00",
+])
+def test_a_clearing_that_is_negated_awaited_or_only_requested_leaves_the_instrument_standing(text):
+    sig = risk_signal(text, LEX, ["title"])
+    assert sig.material, sig
+
+
+
 @pytest.mark.parametrize(("text", "domain"), [
     # a tax certificate: its rows are facts, the footnote's "may" is about payments after the date of issue
     ("TAX CERTIFICATE\nRoll: 30117745\nCurrent levy: $3,604.10\nArrears (prior years): $2,218.44\n"
