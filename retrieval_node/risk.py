@@ -1090,8 +1090,8 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
     """The cue occurs in ``span``, neither asked, awaited, negated nor conditional (``lead``: the text just before the span,
     where the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
     instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one). Before ``other_entry`` (where the
-    mention's own row starts, when it starts with its number), a cue after another registration number is that
-    entry's ("201 004 311  CAVEAT  WITHDRAWN" on the row above clears the caveat, not the lien below it)."""
+    line of a mention with its own number starts), a cue after another registration number is that entry's ("201 004
+    311  CAVEAT  WITHDRAWN" on the row above clears the caveat, not the lien below it)."""
     for m in term_pattern(cue).finditer(span):
         if m.end() <= other_entry and _entry_number(lead + span, len(lead) + m.start()) not in (None, own):
             continue
@@ -1137,9 +1137,10 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     span = text[lo:hi]
     own = own_registration(text, start, end)
     if _any_occurs(cues, span):
-        # a register's row that starts with its own number: what rows above it say is theirs
+        # an entry with its own number on its line, not run on from the line above: what the lines above say after
+        # another number is that entry's
         line_lo = text.rfind("\n", 0, start) + 1
-        row = own is not None and line_lo > lo and any(_digits(n.group(0)) == own for n in _REGISTRATION.finditer(text, line_lo, start))
+        row = own is not None and line_lo > lo and _run_on_from(text, line_lo, None) is None
         lead = text[max(0, lo - 240):lo]
         for cue in cues:
             if _cue_in(span, cue, own, lead, line_lo - lo if row else -1):
@@ -2001,84 +2002,6 @@ def clearing_instrument(text: str) -> tuple[int, int] | None:
     return None
 
 
-#: A section heading, or the line that leads into a list, saying the instruments listed under it are cleared ("DISCHARGED
-#: INSTRUMENTS", "Caveats withdrawn since the last search:", "The following registrations were cancelled in 2023:"): one of
-#: the words a status column reads as done (:data:`_STATUS_WORDS`) and a word for what it lists.
-_SECTION_STATUS = re.compile(r"\b" + _STATUS_WORDS + r"\b")
-_SECTION_LISTS = re.compile(r"\b(?:instruments?|registrations?|encumbrances|interests|liens|writs|caveats|charges|mortgages|notifications"
-                            r"|judgments|items|entries|documents|following)\b")
-#: A heading's or an entry's words that say its instruments are not cleared yet, or would only be: asked, awaited, negated,
-#: conditional ("TO BE DISCHARGED ON CLOSING", "Discharges requested, not yet received:", "If withdrawn before closing, the
-#: following ...", "... discharge still outstanding").
-_SECTION_AWAITED = re.compile(r"\?|\b(?:to be|not|never|pending|outstanding|requested|requisition\w*|requir\w*|await\w*|remains?|remaining"
-                              r"|still|will|must|shall|should|would|if|unless|until|once|when|upon|on closing|at closing|before|prior to"
-                              r"|after closing|from (?:the )?proceeds|undertaking|trust conditions|subject to|yet|partial|partially|o/s)\b")
-#: a line of a table's rule ("-----", "|---|---|", "=====")
-_RULE_LINE = re.compile(r"[-=_*~+|: \u2013\u2014\u2500\u2550]+")
-_DIGIT = re.compile(r"\d")
-
-
-def _section_heading(line: str, opens: bool) -> str | None:
-    """The status word of ``line`` (a :func:`normalise_ocr` line) when it is a heading or lead-in that clears what it
-    lists (:data:`_SECTION_STATUS`): one cell (not a table's column header), no registration number or amount, no label
-    with a value after its colon ("Status: discharged" is an entry's field), not a sentence ending in a full stop, nothing
-    of :data:`_SECTION_AWAITED`; at most twelve words, or twenty-five for a lead-in ending in a colon. One that does not
-    say what it lists ("Discharged", "Lapsed:") is a heading only as one is set apart: ending in a colon, between rules
-    ("--- DISCHARGED ---") or opening the text or a part of it (``opens``: first, or after a blank line or a rule); a
-    status alone on the line below an entry is that entry's."""
-    status = _SECTION_STATUS.search(line)
-    if status is None or _SECTION_AWAITED.search(line) is not None:
-        return None
-    body = line.strip(" \t-=*#_|~\u2013\u2014")
-    colon = body.endswith(":")
-    if (len(body.split()) > (25 if colon else 12) or ":" in body.rstrip(":") or body.endswith(".") or "$" in body
-            or _REGISTRATION.search(body) or len(_cell_spans(body)) != 1):
-        return None
-    if _SECTION_LISTS.search(line) is None and not (colon or opens or body != line.strip()):
-        return None
-    return status.group(0)
-
-
-@lru_cache(maxsize=16)  # read once per chunk, asked once per mention
-def cleared_sections(text: str) -> tuple[tuple[int, int, str], ...]:
-    """``(lo, hi, status word)`` of each list of entries under a heading that says they are cleared
-    (:func:`_section_heading`): the lines below it up to the first blank line, the first line without a digit (another
-    heading, a note, a sentence; a short line naming a party or a subject continues its entry) or the first line that
-    says it is still awaited, which also leaves out the entry it continues ("222 651 840 Writ of Enforcement" /
-    "Status: outstanding"). A blank line, a rule or a column header may stand between the heading and its first entry.
-    Offsets into ``text`` (a :func:`normalise_ocr` text)."""
-    if _SECTION_STATUS.search(text) is None:
-        return ()
-    lines = text.split("\n")
-    starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
-    out = []
-    for i, line in enumerate(lines):
-        opens = i == 0 or not lines[i - 1].strip() or _RULE_LINE.fullmatch(lines[i - 1].strip()) is not None
-        word = _section_heading(line, opens)
-        if word is None:
-            continue
-        first = last = entry = None  # entry: the line the last entry starts on (its registration number)
-        blank = False  # a blank line under the heading: no column header after it
-        for j in range(i + 1, len(lines)):
-            row = lines[j].strip()
-            if first is None and (not row and not blank or _RULE_LINE.fullmatch(row) or (
-                    not blank and not _DIGIT.search(row) and len(_cell_spans(row)) >= 3)):
-                blank = blank or not row
-                continue  # between the heading and its first entry
-            if _SECTION_AWAITED.search(row) and row and _REGISTRATION.search(row) is None and entry is not None:
-                last = entry - 1  # a line carrying on an entry says it is still awaited: not that entry either
-                break
-            if not row or (_DIGIT.search(row) is None and (len(row.split()) > 8 or _PARTY.search(row) is None)) or _SECTION_AWAITED.search(row):
-                break
-            first = j if first is None else first
-            last = j
-            if _REGISTRATION.search(row):
-                entry = j
-        if first is not None and last is not None and last >= first:
-            out.append((starts[first], starts[last] + len(lines[last]), word))
-    return tuple(out)
-
-
 #: A unit, suite, lot or tax roll named by its number ("Unit 108", "roll 2208 3317", "LOT 14", "Suite #6").
 _ID = r"(?:no\.?\s*|number\s*|#\s*)?(\d[\da-z-]*(?: \d{3,5}\b)?)"
 _DESIGNATOR = re.compile(r"\b(unit|suite|lot|roll)s?\s*" + _ID)
@@ -2532,9 +2455,6 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         number = own_registration(low, m.start(), m.end())
         if number is not None and number in cleared_registrations(low):
             cue = "discharged by number"
-    if cue is None and status != "no" and not heading and not undischarged and t.kind in _REGISTRABLE:
-        # listed under a heading that says its entries are cleared ("DISCHARGED INSTRUMENTS"), every entry of the list
-        cue = next((f"listed as {word}" for lo, hi, word in cleared_sections(low) if lo <= m.start() < hi), None)
     if cue is None and t.stale_after_years is not None:
         age = registration_age(low, m.start())
         if (age is None or age <= t.stale_after_years) and not undischarged:

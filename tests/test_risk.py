@@ -346,33 +346,6 @@ _WRIT_ROW = "231 905 416   2023/08/02   WRIT OF ENFORCEMENT CREDITOR: BANNER LEA
 _LIS_ROW = "221 660 048   2022/11/21   CERTIFICATE OF LIS PENDENS  PLAINTIFF: K. OSEI, ACTION 2201 14472"
 
 
-@pytest.mark.parametrize("text", [
-    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_WRIT_ROW}\n{_LIS_ROW}",
-    f"==== INSTRUMENTS DISCHARGED (FOR INFORMATION ONLY) ====\n\n{_WRIT_ROW}\n{_LIEN_ROW}",
-    # a rule and a column header between the heading and its first entry; a pipe table
-    "Withdrawn and discharged registrations\n| Reg. No. | Date | Instrument | Party | Amount |\n|---|---|---|---|---|\n"
-    "| 242 118 093 | 2024-03-14 | Builders' lien | Northfork Framing Ltd. | $21,760.00 |\n"
-    "| 231 905 416 | 2023-08-02 | Writ of enforcement | Banner Leasing Inc. | $7,415.30 |",
-    # a lead-in sentence and a bulleted list; an entry's second line naming its party
-    "The following registrations were cancelled in 2024:\n- Builders' lien 242 118 093 for $21,760.00\n"
-    "    Lienor: Northfork Framing Ltd.\n- Writ of enforcement 231 905 416 ($7,415.30)",
-    f"Cancelled registrations:\n\n{_LIS_ROW}\n{_LIEN_ROW}",
-    # a heading of the status alone, set apart as one: between rules, ending in a colon, opening the text
-    f"Registration   Date         Instrument\n--- DISCHARGED ---\n{_LIEN_ROW}\n{_WRIT_ROW}\n--- CURRENT ---\nNIL",
-    f"Withdrawn:\n{_WRIT_ROW}\n{_LIEN_ROW}",
-    f"Discharged\n{_LIEN_ROW}\n{_LIS_ROW}",
-    # a long lead-in ending in a colon
-    "The Registrar has confirmed that the following registrations lapsed on 2024/04/30 and have been removed from the "
-    f"title:\n{_LIS_ROW}\n{_WRIT_ROW}",
-])
-def test_every_entry_listed_under_a_heading_that_clears_it_is_benign(text):
-    """A heading that says its list was discharged, withdrawn or cancelled clears every entry of the list, not only the
-    first one its words stand near; with Windows line breaks and tabbed columns too."""
-    for layout in (text, text.replace("\n", "\r\n"), re.sub(r" {3,}", "\t", text)):
-        sig = risk_signal(layout, LEX, ["title"])
-        assert sig.kinds == (), (layout, sig)
-
-
 @pytest.mark.parametrize("heading", [
     "REGISTRATIONS TO BE DISCHARGED ON CLOSING",
     "Discharges requested, not yet received:",
@@ -391,24 +364,27 @@ def test_a_heading_that_awaits_asks_or_only_labels_a_discharge_clears_no_entry(h
     assert {"builders_lien", "judgment"} <= set(sig.kinds), sig
 
 
-@pytest.mark.parametrize("text", [
-    # a blank line ends the list; what follows it is read as itself
-    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n\n{_WRIT_ROW}",
-    # the next heading ends it, with or without a blank line before it
-    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\nCURRENT REGISTRATIONS\n{_WRIT_ROW}",
-    f"Discharged instruments\n{_LIEN_ROW}\nRegistered since the last search\n{_WRIT_ROW}",
-    # so does a note, and an entry that says its discharge is still awaited (itself included)
-    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\nNote that the vendor's lender holds the writ below against the proceeds\n{_WRIT_ROW}",
-    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_WRIT_ROW} - discharge still outstanding",
-    # a line carrying on the writ's entry says its discharge is awaited: the writ is not cleared, the lien above still is
-    f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_WRIT_ROW}\n      Status: outstanding - discharge to follow from the sale proceeds",
+@pytest.mark.parametrize(("text", "kind"), [
+    # the other rows carry their own discharge; the lien's row carries none
+    ("CANCELLED AND DISCHARGED INSTRUMENTS:\n"
+     "171 220 906  2017/04/03  MORTGAGE - TREATY CREDIT UNION         DISCHARGED 201 118 334 2020/02/11\n"
+     "181 554 020  2018/07/19  CAVEAT RE: RIGHT OF WAY AGREEMENT      DISCHARGED 211 600 905\n" + _LIEN_ROW, "builders_lien"),
+    # the heading is about one lien; the list goes on with another that is on title
+    ("These liens were discharged last week:\n"
+     "Builders' lien 242 005 871 - Quarry Road Framing Ltd. - discharged by 242 188 413\n"
+     "Builders' lien 242 066 120 - Ridgeback Stair Co. (sub-trade) - $7,120.00, registered 2024/03/02, on title today",
+     "builders_lien"),
+    # the status word is about something else: searches, conditions, adjustments
+    ("Searches cleared:\nPersonal property registry - vendor - 0 registrations\nTitle - " + _WRIT_ROW, "judgment"),
+    ("Conditions satisfied:\nFinancing - waived 2024/05/15\nTitle review 2024/05/18 - " + _LIEN_ROW, "builders_lien"),
+    # what the vendor agreed to have discharged is not discharged
+    ("Instruments the vendor has agreed to have discharged:\n" + _LIEN_ROW + "\n" + _WRIT_ROW, "judgment"),
 ])
-def test_a_list_cleared_by_its_heading_ends_where_the_list_ends(text):
-    """Only the entries of the list clear: below its end a writ is a live risk again, and the lien above it stays
-    cleared. A list that ends too late would hide a live writ; one that ends too early only shows a cleared one."""
-    for layout in (text, text.replace("\n", "\r\n"), re.sub(r" {3,}", "\t", text)):
-        sig = risk_signal(layout, LEX, ["title"])
-        assert sig.kinds == ("judgment",), (layout, sig)
+def test_a_heading_that_says_cleared_does_not_clear_the_entries_listed_under_it(text, kind):
+    """A list's heading is not read as each entry's status: its word can be about something else, about some of the
+    entries only, or be a promise. A rule that cleared every entry under such a heading (tried in session 35) hid 50 of 80
+    live instruments that two reviewers wrote to test it; each entry is read by what it says itself."""
+    assert kind in kinds(text, "title"), risk_signal(text, LEX, ["title"])
 
 
 @pytest.mark.parametrize(("text", "kind"), [
@@ -424,17 +400,12 @@ def test_a_clearing_word_of_the_row_above_is_that_rows_not_the_next(text, kind):
     assert kind in kinds(text, "title"), risk_signal(text, LEX, ["title"])
 
 
-@pytest.mark.parametrize("max_chars", [120, 200])
-def test_an_excerpt_quotes_the_live_instrument_not_a_row_cut_from_the_heading_that_clears_it(max_chars):
-    text = f"DISCHARGED INSTRUMENTS\n{_LIEN_ROW}\n{_LIS_ROW}\n\nCURRENT REGISTRATIONS\n{_WRIT_ROW}\n"
-    span = best_risk_span(text, LEX, ["title"], max_chars=max_chars)
-    assert span is not None
-    quoted = text[span[0]:span[1]]
-    assert "WRIT OF ENFORCEMENT" in quoted and "LIS PENDENS" not in quoted and "BUILDERS' LIEN" not in quoted, quoted
-
-
-def test_an_entry_whose_status_line_stands_above_its_instrument_is_still_cleared_by_it():
-    text = "242 118 093   2024/03/14   DISCHARGED 2024/09/02\n      BUILDERS' LIEN - NORTHFORK FRAMING LTD. - $21,760.00"
+@pytest.mark.parametrize("text", [
+    "242 118 093   2024/03/14   DISCHARGED 2024/09/02\n      BUILDERS' LIEN - NORTHFORK FRAMING LTD. - $21,760.00",
+    # a discharge's own row, run on into the line naming what it discharges (that line has the lien's number)
+    "211 440 017   2021/01/19   DISCHARGE OF\n      BUILDERS' LIEN 201 334 560 - APEX FRAMING LTD.",
+])
+def test_an_entry_whose_status_line_stands_above_its_instrument_is_still_cleared_by_it(text):
     assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
 
 
