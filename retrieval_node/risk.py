@@ -1086,15 +1086,18 @@ def _asked(text: str, end: int) -> bool:
     return mark != -1 and not text[end:mark].strip(" ") and _ANSWERED_YES.match(text, mark) is None
 
 
-def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_entry: int = -1) -> bool:
+def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_entry: int = -1, tail: str = "") -> bool:
     """The cue occurs in ``span``, neither asked, awaited, negated nor conditional (``lead``: the text just before the span,
     where the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
     instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one). Before ``other_entry`` (where the
     line of a mention with its own number starts), a cue after another registration number is that entry's ("201 004
-    311  CAVEAT  WITHDRAWN" on the row above clears the caveat, not the lien below it)."""
+    311  CAVEAT  WITHDRAWN" on the row above clears the caveat, not the lien below it). ``tail``: the text right after the
+    span, where a clearing may go on to say it is of part of the land only."""
     for m in term_pattern(cue).finditer(span):
         if m.end() <= other_entry and _entry_number(lead + span, len(lead) + m.start()) not in (None, own):
             continue
+        if _AS_TO_PART.match(span + tail, m.end()):
+            continue  # "discharged as to Lot 7": a partial discharge leaves the instrument on the rest of the land
         if _asked(span, m.end()):
             continue  # a question, or a column headed by one ("Discharged?"), is not its answer
         if "\n" in m.group(0) and _answers_its_line(span, m.start()):
@@ -1121,6 +1124,12 @@ def _entry_number(text: str, at: int) -> str | None:
     return None if last is None else _digits(last.group(0))
 
 
+#: A clearing said of part of the land only ("DISCHARGED AS TO LOT 7", "withdrawn as against Unit 5", "released in
+#: respect of Parcel A"): the instrument stays on the rest (as to the whole of the lands is no part).
+_AS_TO_PART = re.compile(r"[ \t]*(?:only[ \t]+)?(?:as (?:to|against|regards)|in respect of|with respect to)[ \t]+(?:the[ \t]+)?"
+                         r"(?:lots?|units?|parcels?|blocks?|suites?|portions?|part)\b")
+
+
 #: "discharged by 232 001 002", "under discharge no. ...": the number after the cue is the discharging instrument's.
 _BY_INSTRUMENT = re.compile(r"\b(?:by|under|per|vide|pursuant to)\b")
 #: The registration number a cue names right after it ("discharge of 199 120 455", "discharged: 201 334 560").
@@ -1142,14 +1151,16 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
         line_lo = text.rfind("\n", 0, start) + 1
         row = own is not None and line_lo > lo and _run_on_from(text, line_lo, None) is None
         lead = text[max(0, lo - 240):lo]
+        tail = text[hi:hi + 40]
         for cue in cues:
-            if _cue_in(span, cue, own, lead, line_lo - lo if row else -1):
+            if _cue_in(span, cue, own, lead, line_lo - lo if row else -1, tail):
                 return cue
     line_end = text.find("\n", end)
-    after = text[end:min(line_end if line_end != -1 else len(text), end + 2 * window)]
+    stop = min(line_end if line_end != -1 else len(text), end + 2 * window)
+    after = text[end:stop]
     if _any_occurs(_BACKWARD_CUES, after):
         for cue in _BACKWARD_CUES:
-            if _cue_in(after, cue, own, text[max(0, end - 80):end]):
+            if _cue_in(after, cue, own, text[max(0, end - 80):end], tail=text[stop:stop + 40]):
                 return cue
     return None
 
@@ -1225,7 +1236,7 @@ def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]
         for m in pattern.finditer(text, lo, hi):
             before = text[max(0, m.start() - 24):m.start()].rstrip()
             if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
-                                        or _asked(text, m.end()) or _awaited_discharges(text, m)):
+                                        or _asked(text, m.end()) or _awaited_discharges(text, m) or _AS_TO_PART.match(text, m.end())):
                 continue  # ... or asked: "Has the lien been discharged? No."
             yield m, verdict
 
@@ -1954,7 +1965,7 @@ _AWAITED = re.compile(r"\b(?:to|will|shall|must|undertak\w*|request\w*|requisiti
 #: after the discharge and its number: still to come or wanted ("... required prior to closing", "... will be registered")
 _AWAITED_AFTER = re.compile(r"^[^.;\n]{0,40}?\b(?:will|is to|to be|shall|required|requested|needed|pending|outstanding|on closing"
                             r"|after closing|prior to closing|before closing|has not|have not|is not|not yet|must)\b")
-_PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bas to part\b|\bportion\b")
+_PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bas to part\b|\bportion\b|\b(?:as (?:to|against)|in respect of) (?:the )?(?:lots?|units?|parcels?|blocks?|suites?)\b")
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention

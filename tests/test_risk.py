@@ -422,6 +422,21 @@ def test_a_clearing_that_is_negated_awaited_or_only_requested_leaves_the_instrum
     assert sig.material, sig
 
 
+@pytest.mark.parametrize("text", [
+    # the row's own status, said of one lot or unit only
+    "Property: Plan 0623145, Block 3, Lot 8\n" + _WRIT_ROW + "\n             DISCHARGED AS TO LOT 7 BY 242 008 911",
+    "Caveat 232 201 660 (re: agreement charging land, Halden Capital Corp.), registered against Units 5 and 6\n"
+    "  withdrawn as against Unit 5 by 242 088 109 on 02/04/2024",
+    "Builders' lien 242 118 093 (Northfork Framing Ltd., $21,760.00) was discharged as to Lot 12 only.",
+    # a discharge naming the instrument by its number, of part of the land
+    _LIEN_ROW + "\n242 301 554   2024/06/11   DISCHARGE OF 242 118 093 AS TO LOT 4",
+])
+def test_a_clearing_of_part_of_the_land_leaves_the_instrument_standing(text):
+    """"Discharged as to Lot 7" or "withdrawn as against Unit 5" is a partial discharge: the instrument stays on the
+    rest of the land, which may be the property being bought ("as to the whole of the lands" is no part)."""
+    assert kinds(text, "title") != (), risk_signal(text, LEX, ["title"])
+
+
 
 @pytest.mark.parametrize(("text", "domain"), [
     # a tax certificate: its rows are facts, the footnote's "may" is about payments after the date of issue
