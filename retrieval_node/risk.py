@@ -1089,13 +1089,14 @@ def _asked(text: str, end: int) -> bool:
 def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_entry: int = -1, tail: str = "") -> bool:
     """The cue occurs in ``span``, neither asked, awaited, negated nor conditional (``lead``: the text just before the span,
     where the condition may open), and, when the mention's instrument number ``own`` is known, not followed by another
-    instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one). Before ``other_entry`` (where the
-    line of a mention with its own number starts), a cue after another registration number is that entry's ("201 004
-    311  CAVEAT  WITHDRAWN" on the row above clears the caveat, not the lien below it). ``tail``: the text right after the
-    span, where a clearing may go on to say it is of part of the land only."""
+    instrument's number ("DISCHARGE OF 199 120 455" on the next row clears that one). A cue that ends before
+    ``other_entry`` (where the line of a register's entry starts: a mention with its own number on its line, not run on
+    from the line above) is not the entry's: it is the row above's ("201 004 311  CAVEAT  WITHDRAWN") or a heading's
+    ("DISCHARGED INSTRUMENTS", not read as the status of the entries under it). ``tail``: the text right after the span,
+    where a clearing may go on to say it is of part of the land only."""
     for m in term_pattern(cue).finditer(span):
-        if m.end() <= other_entry and _entry_number(lead + span, len(lead) + m.start()) not in (None, own):
-            continue
+        if m.end() <= other_entry:
+            continue  # said on a line above the entry's own: another entry's status, or a heading's
         if _AS_TO_PART.match(span + tail, m.end()):
             continue  # "discharged as to Lot 7": a partial discharge leaves the instrument on the rest of the land
         if _asked(span, m.end()):
@@ -1112,16 +1113,6 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
                 continue
         return True
     return False
-
-
-def _entry_number(text: str, at: int) -> str | None:
-    """The registration number the words at ``at`` follow in their entry: the last one before them, back to the line
-    before a blank one (digits only), or None."""
-    lo = text.rfind("\n\n", 0, at) + 1
-    last = None
-    for last in _REGISTRATION.finditer(text, lo, at):
-        pass
-    return None if last is None else _digits(last.group(0))
 
 
 #: A clearing said of part of the land only ("DISCHARGED AS TO LOT 7", "withdrawn as against Unit 5", "released in
@@ -1146,11 +1137,11 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
     span = text[lo:hi]
     own = own_registration(text, start, end)
     if _any_occurs(cues, span):
-        # an entry with its own number on its line, not run on from the line above: what the lines above say after
-        # another number is that entry's
+        # a register's entry: the mention's own number on its line, not run on from the line above; what the lines
+        # above it say is theirs
         line_lo = text.rfind("\n", 0, start) + 1
         row = own is not None and line_lo > lo and _run_on_from(text, line_lo, None) is None
-        lead = text[max(0, lo - 240):lo]
+        lead = text[max(0, lo - 80):lo]
         tail = text[hi:hi + 40]
         for cue in cues:
             if _cue_in(span, cue, own, lead, line_lo - lo if row else -1, tail):

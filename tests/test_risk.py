@@ -379,6 +379,9 @@ def test_a_heading_that_awaits_asks_or_only_labels_a_discharge_clears_no_entry(h
     ("Conditions satisfied:\nFinancing - waived 2024/05/15\nTitle review 2024/05/18 - " + _LIEN_ROW, "builders_lien"),
     # what the vendor agreed to have discharged is not discharged
     ("Instruments the vendor has agreed to have discharged:\n" + _LIEN_ROW + "\n" + _WRIT_ROW, "judgment"),
+    # the first entry right under the heading no more than the others
+    ("DISCHARGED INSTRUMENTS:\n" + _LIEN_ROW, "builders_lien"),
+    ("The following liens have been discharged:\n" + _LIEN_ROW + "\n" + _WRIT_ROW, "builders_lien"),
 ])
 def test_a_heading_that_says_cleared_does_not_clear_the_entries_listed_under_it(text, kind):
     """A list's heading is not read as each entry's status: its word can be about something else, about some of the
