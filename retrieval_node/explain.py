@@ -14,7 +14,7 @@ from functools import lru_cache
 from .deals import DealView
 from .models import ChunkReference, MaterialRisk, RetrievalIntent, TrustContext
 from .passages import is_furniture
-from .risk import term_pattern
+from .risk import LINE_BREAK_CHARS, term_pattern
 from .values import ChunkView, CoverageReport, Scored, Selection
 
 #: Longest evidence quoted in ``material_risks`` (characters, verbatim from the chunk).
@@ -114,20 +114,27 @@ def _past_furniture(text: str, span: tuple[int, int], furniture: set[str]) -> tu
     nothing else would be left)."""
     start, end = span
     while start < end:
-        eol = text.find("\n", start, end)
+        eol = _line_end(text, start, end)
         if eol == -1:
             break
         line = text[start:eol]
         if line.strip() and not is_furniture(line, furniture):
             break
-        start = eol + 1
+        start = eol + (2 if text.startswith("\r\n", eol) else 1)
     return (start, end) if text[start:end].strip() else span
 
 
+def _line_end(text: str, pos: int, stop: int) -> int:
+    """Where the line holding ``text[pos]`` ends (its first line break in ``[pos, stop)``), or -1."""
+    found = [i for i in (text.find(c, pos, stop) for c in LINE_BREAK_CHARS) if i != -1]
+    return min(found, default=-1)
+
+
 def _around(text: str, start: int, end: int, max_chars: int) -> str:
-    """The line holding ``text[start:end]``, cut to ``max_chars`` around it; stripped of surrounding blanks."""
-    lo = text.rfind("\n", 0, start) + 1
-    hi = text.find("\n", end)
+    """The line holding ``text[start:end]`` (at any line break: :data:`~retrieval_node.risk.LINE_BREAK_CHARS`), cut to
+    ``max_chars`` around it; stripped of surrounding blanks."""
+    lo = max(text.rfind(c, 0, start) for c in LINE_BREAK_CHARS) + 1
+    hi = _line_end(text, end, len(text))
     hi = len(text) if hi == -1 else hi
     if hi - lo > max_chars:
         lo = max(lo, start - max_chars // 3)

@@ -69,9 +69,11 @@ def _lines(text: str) -> list[str]:
 
 
 def _edges(text: str) -> list[str]:
-    """The first two and last two non-blank lines of ``text`` (what running headers and footers occupy)."""
-    head = [ln.strip() for ln in text.lstrip().split("\n", 4)[:4] if ln.strip()][:2]
-    tail = [ln.strip() for ln in text.rstrip().rsplit("\n", 4)[-4:] if ln.strip()][-2:]
+    """The first two and last two non-blank lines of ``text`` (what running headers and footers occupy), at any line
+    break Stage 0 writes (``str.splitlines``: ``\\r\\n``, a lone ``\\r``, a form feed between pages ...)."""
+    lines = text.strip().splitlines()
+    head = [ln.strip() for ln in lines[:4] if ln.strip()][:2]
+    tail = [ln.strip() for ln in lines[-4:] if ln.strip()][-2:]
     return head + tail
 
 

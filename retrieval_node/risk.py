@@ -1058,9 +1058,10 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
 _PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)(?: have)?\s*$"))
 
 
-#: A cue that is negated or awaited ("not paid in full", "until paid in full", "has not been discharged") says the
-#: opposite of the cue.
-_CUE_NEGATED = re.compile(r"\b(?:not|unless|until|never|partial|partially)(?:\s+(?:yet|been|be|fully|was|were|is|are))*\s*$")
+#: A cue that is negated or awaited ("not paid in full", "until paid in full", "has not been discharged", "no discharge
+#: of", "no release or discharge of"; not a column's "Reg No") says the opposite of the cue.
+_CUE_NEGATED = re.compile(r"\b(?:not|unless|until|never|partial|partially)(?:\s+(?:yet|been|be|fully|was|were|is|are))*\s*$"
+                          r"|" + "".join(rf"(?<!\b{w} )" for w in _NUMBER_LABELS) + r"\bno(?:\s+[a-z]+\s+(?:or|nor|and))?\s*$")
 
 
 #: A cue inside a condition says what would clear the thing, not that it was cleared: "the parcel will be offered for sale

@@ -30,6 +30,15 @@ def test_evidence_is_the_line_that_names_the_risk_verbatim():
     assert risk_evidence(s) == "252 114 567  2025/11/03  Builders'\u00a0Lien  $48,260.00  Bow River Drywall"
 
 
+def test_evidence_is_the_line_that_names_the_risk_at_any_line_break_stage0_writes():
+    """Windows line breaks, a lone carriage return, a page's form feed, a Unicode line separator: the evidence is still
+    the one line, not the chunk from its start."""
+    rows = ["REGISTRATIONS", "252 114 567  2025/11/03  Builders' Lien  $48,260.00  Bow River Drywall", "172 200 310  MORTGAGE"]
+    for brk in ("\r\n", "\r", "\f", "\u2028", "\x85"):
+        s = _scored(brk.join(rows), ("builders_lien",), ("builders' lien",))
+        assert risk_evidence(s) == rows[1], repr(brk)
+
+
 def test_a_risk_read_from_numbers_quotes_the_passage_that_carries_it():
     text = "Reserve fund study 2025.\nClosing balance $41,000; recommended balance $390,000.\nNext study due 2028."
     s = _scored(text, ("reserve_shortfall",))  # no lexicon term: the detector read the numbers

@@ -114,8 +114,10 @@ def test_no_link_on_a_guess_or_across_documents():
     assert continuation_links([one, other]).links == {}                    # each seems to continue the other: order unknown
 
 
-def test_page_furniture_is_stripped_before_the_first_and_last_lines_are_read():
-    chunks = [view(paged(t, 10 + i), 10 + i) for i, t in enumerate(FILLER)]
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\r", "\f", "\u2028"])
+def test_page_furniture_is_stripped_before_the_first_and_last_lines_are_read(brk):
+    """At any line break Stage 0 writes (Windows, a lone carriage return, a form feed, a Unicode line separator)."""
+    chunks = [view(paged(t, 10 + i).replace("\n", brk), 10 + i) for i, t in enumerate(FILLER)]
     from retrieval_node.passages import _furniture
     furniture = _furniture(chunks)
     assert body_lines(chunks[0].content, furniture) == [FILLER[0]]

@@ -419,6 +419,9 @@ def test_an_entry_whose_status_line_stands_above_its_instrument_is_still_cleared
     "Discharges for the following were requested but not yet received:\n   Caveat 222 419 063 - re: agreement for sale, D. Ferreira",
     "Please note the following registration, which the vendor must have discharged before we release funds:\n"
     "   Builders' lien 242 118 093 - Northfork Framing Ltd. - $21,760.00",
+    # "no" before the clearing word, or before two joined ones
+    "The vendor holds no release or discharge of caveat 212 604 118 (option to purchase, Larkspur Holdings Ltd.).",
+    "Title shows no discharge of builders' lien 242 118 093 ($21,760.00, Northfork Framing Ltd.).",
 ])
 def test_a_clearing_that_is_negated_awaited_or_only_requested_leaves_the_instrument_standing(text):
     sig = risk_signal(text, LEX, ["title"])
