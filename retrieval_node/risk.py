@@ -2005,6 +2005,24 @@ def clearing_instrument(text: str) -> tuple[int, int] | None:
     return None
 
 
+#: What undoes a clearing, said after it: the instrument reinstated, re-registered or restored, or the clearing itself
+#: set aside, stayed, reversed, refused or cancelled ("DISCHARGE 232 110 086 CANCELLED BY REGISTRAR'S CORRECTION", "the
+#: order discharging it was stayed by the Court of Appeal", "discharge rejected by Land Titles").
+_REVIVED = re.compile(_ocr_tolerant(
+    r"\b(?:reinstated|re-?registered|revived|restored to (?:the )?(?:title|register))\b"
+    r"|\b(?:discharge|withdrawal|cancell?ation|release|order)\b[^.;\n]{0,60}?\b(?:stayed|set aside|reversed|rejected|refused"
+    r"|cancell?ed|rescinded|void|in error|not accepted)\b"))
+#: how far after the mention an undoing of its clearing is looked for (characters; its paragraph at most)
+_REVIVAL_REACH = 300
+
+
+def _revived(text: str, end: int) -> bool:
+    """Whether the text after a mention (its paragraph, up to :data:`_REVIVAL_REACH` characters) says its instrument's
+    clearing was undone (:data:`_REVIVED`): the instrument stands again."""
+    para = text.find("\n\n", end)
+    return _REVIVED.search(text, end, min(end + _REVIVAL_REACH, para if para != -1 else len(text))) is not None
+
+
 #: A unit, suite, lot or tax roll named by its number ("Unit 108", "roll 2208 3317", "LOT 14", "Suite #6").
 _ID = r"(?:no\.?\s*|number\s*|#\s*)?(\d[\da-z-]*(?: \d{3,5}\b)?)"
 _DESIGNATOR = re.compile(r"\b(unit|suite|lot|roll)s?\s*" + _ID)
@@ -2472,6 +2490,8 @@ def _read_mention(low: str, m: re.Match[str], t: RiskTerm, lexicon: RiskLexicon,
         cue = "the purchaser's own caveat"
     if cue is None and t.kind in _REGISTRABLE and _disowned(low, t.kind, lexicon):
         cue = "not on this title"
+    if cue is not None and t.kind in _REGISTRABLE and _revived(low, m.end()):
+        cue = None  # cleared, then reinstated: "cancelled 14/03/2023 ... the CLP was reinstated and re-registered"
     if cue is not None:
         return cue, FACTOR_BENIGN, "benign"
     if undischarged:  # the text states the defect: repaid, and still on title with no discharge

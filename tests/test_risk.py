@@ -428,6 +428,32 @@ def test_a_clearing_that_is_negated_awaited_or_only_requested_leaves_the_instrum
     assert sig.material, sig
 
 
+@pytest.mark.parametrize(("text", "kind"), [
+    ("Caveat 221 508 774 (option to purchase, Larkspur Holdings Ltd.) - withdrawn 2022/05/01\n"
+     "   Withdrawal 222 300 118 set aside by Order of Justice Okafor, 2023/02/14; caveat restored to the register", "caveat"),
+    ("CERTIFICATE OF LIS PENDENS 232 118 907 - discharged by order of 2024/03/11\n"
+     "   That order was stayed by the Court of Appeal on 2024/04/02", "litigation"),
+    ("Builders' lien 222 901 445 ($58,400.00, Granite Ridge Contracting Ltd.) discharged 2023/06/01 by 232 110 086\n"
+     "   Discharge 232 110 086 cancelled by the Registrar's correction 232 118 447", "builders_lien"),
+    ("Writ of enforcement 232 087 640 (Chinook Credit Union, $9,880.17) was withdrawn in March; on May 2 it was "
+     "re-registered as 242 101 556.", "judgment"),
+])
+def test_a_clearing_undone_later_in_the_entry_leaves_the_instrument_standing(text, kind):
+    """Reinstated, re-registered, restored; or the discharge itself set aside, stayed, cancelled or rejected."""
+    assert kind in kinds(text, "title"), risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize("text", [
+    # another paragraph's re-registration is another instrument's
+    "Builders' lien 222 901 445 ($58,400.00) discharged by 232 110 086.\n\nMortgage 212 000 111 re-registered after refinancing.",
+    # an application to undo it that was refused leaves the clearing standing
+    "Writ of enforcement 232 087 640 ($9,880.17) was withdrawn on 2024/05/20. The creditor's application to reinstate it "
+    "was refused.",
+])
+def test_a_clearing_stands_when_nothing_in_its_entry_undoes_it(text):
+    assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
+
+
 @pytest.mark.parametrize("text", [
     # the row's own status, said of one lot or unit only
     "Property: Plan 0623145, Block 3, Lot 8\n" + _WRIT_ROW + "\n             DISCHARGED AS TO LOT 7 BY 242 008 911",
