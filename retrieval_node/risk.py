@@ -1055,7 +1055,18 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
 
 #: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full", "your client
 #: must have discharged before funds are released") says what has not happened yet: it does not neutralise the term.
-_PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)(?: have)?\s*$"))
+_PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
+#: "must have", "is to have" before a cue: an obligation only with what it must be done before ("which your client must
+#: have discharged before we can release funds"); without it, a guess at what happened ("the lienholder must have
+#: discharged the lien some time after our search") or a reproach ("ought to have cancelled")
+_MODAL_HAVE = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|is to|are to|required to|needs? to) have\s*$"))
+_OBLIGED_BY = re.compile(r"[^.;\n]{0,40}?\b(?:before|prior to|by closing|on closing|at closing|so that|in order to|as a condition)\b")
+
+
+def _awaited(before: str, text: str, after: int) -> bool:
+    """A cue whose words before it (``before``, stripped) make it still to come (:data:`_PENDING`), or an obligation
+    with a deadline after it (``text[after:]``: :data:`_MODAL_HAVE`, :data:`_OBLIGED_BY`)."""
+    return _PENDING.search(before) is not None or (_MODAL_HAVE.search(before) is not None and _OBLIGED_BY.match(text, after) is not None)
 
 
 #: A cue that is negated or awaited ("not paid in full", "until paid in full", "has not been discharged", "no discharge
@@ -1096,7 +1107,7 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
     ("DISCHARGED INSTRUMENTS", not read as the status of the entries under it). ``tail``: the text right after the span,
     where a clearing may go on to say it is of part of the land only."""
     for m in term_pattern(cue).finditer(span):
-        if m.end() <= other_entry:
+        if m.end() <= other_entry and not _entry_status_above(lead + span, len(lead) + m.start()):
             continue  # said on a line above the entry's own: another entry's status, or a heading's
         if _AS_TO_PART.match(span + tail, m.end()):
             continue  # "discharged as to Lot 7": a partial discharge leaves the instrument on the rest of the land
@@ -1106,7 +1117,7 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
             continue  # "arrears?  no\nspecial levy approved?": one line's answer, then the next line's item
         at = len(lead) + m.start()  # what stands before the cue is read across the window's edge ("NOT YET | DISCHARGED")
         before = (lead + span)[max(0, at - 24):at].rstrip()
-        if _PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(lead + span, at):
+        if _awaited(before, span + tail, m.end()) or _CUE_NEGATED.search(before) or _conditional(lead + span, at):
             continue
         if own is not None:
             named = _NAMED_NUMBER.match(span, m.end())
@@ -1114,6 +1125,33 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
                 continue
         return True
     return False
+
+
+#: where an entry of a register or a list starts on its line: its registration number, or a list's number or bullet
+_ENTRY_START = re.compile(r"[ \t]*(?:\d{3} ?\d{3} ?\d{3}\b|\(?\d{1,2}[.)][ \t]|\(?[a-h][.)][ \t]|[-*\u2022][ \t])")
+#: a date written in full ("2024-02-28", "28/02/2024", "February 28, 2024")
+_FULL_DATE = re.compile(r"\b(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? \d{4})\b")
+
+
+def _entry_status_above(text: str, at: int) -> bool:
+    """Whether the cue at ``at``, on a line above the entry it may clear, states that entry's status: its line states the
+    clearing's date or instrument number, and no registration number stands before it in its own entry (from the line
+    that entry starts on: a registration number or a list's number or bullet at the line's start, back to a blank line).
+    "3. Discharged on 2024-02-28 by 242 080 115" over "232 554 018 Builders' Lien" is; a heading ("DISCHARGED
+    INSTRUMENTS"), the row above's own status ("201 004 311 CAVEAT ... WITHDRAWN") or that row's "Status: discharged by
+    211 300 472" line is not."""
+    lo = text.rfind("\n", 0, at) + 1
+    hi = text.find("\n", at)
+    hi = len(text) if hi == -1 else hi
+    if _REGISTRATION.search(text, at, hi) is None and _FULL_DATE.search(text, lo, hi) is None:
+        return False
+    start = lo
+    while start > 0 and _ENTRY_START.match(text, start) is None:
+        prev = text.rfind("\n", 0, start - 1) + 1
+        if not text[prev:start - 1].strip():
+            break
+        start = prev
+    return _REGISTRATION.search(text, start, at) is None
 
 
 #: A clearing said of part of the land only ("DISCHARGED AS TO LOT 7", "withdrawn as against Unit 5", "released in
@@ -1142,7 +1180,7 @@ def _benign_cue(text: str, start: int, end: int, cues: Sequence[str], window: in
         # above it say is theirs
         line_lo = text.rfind("\n", 0, start) + 1
         row = own is not None and line_lo > lo and _run_on_from(text, line_lo, None) is None
-        lead = text[max(0, lo - 80):lo]
+        lead = text[max(0, lo - 240):lo]
         tail = text[hi:hi + 40]
         for cue in cues:
             if _cue_in(span, cue, own, lead, line_lo - lo if row else -1, tail):
@@ -1227,7 +1265,7 @@ def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]
     for pattern, verdict in ((_CLOSED, "closed"), (_DECIDED, "decided")):
         for m in pattern.finditer(text, lo, hi):
             before = text[max(0, m.start() - 24):m.start()].rstrip()
-            if verdict == "closed" and (_PENDING.search(before) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
+            if verdict == "closed" and (_awaited(before, text, m.end()) or _CUE_NEGATED.search(before) or _conditional(text, m.start())
                                         or _asked(text, m.end()) or _awaited_discharges(text, m) or _AS_TO_PART.match(text, m.end())):
                 continue  # ... or asked: "Has the lien been discharged? No."
             yield m, verdict
@@ -2016,11 +2054,28 @@ _REVIVED = re.compile(_ocr_tolerant(
 _REVIVAL_REACH = 300
 
 
+#: a sentence about something else ("Separately, in the vendor's unrelated dispute, the costs order was stayed")
+_ELSEWHERE = re.compile(r"\b(?:separately|unrelated|another matter|a different matter|other matters?|no connection)\b")
+#: the clearing done again after it was undone ("Discharge registered as 242 147 330", "the writ removed from title")
+_CLEARED_AGAIN = re.compile(r"\b(?:discharge|withdrawal|cancell?ation)(?: of [a-z' ]{1,30}?)?(?: (?:was|has been|now))? registered\b"
+                            r"|\bremoved from (?:the )?(?:title|register)\b|\bshows (?:the [a-z' ]{1,30} )?(?:removed|discharged|withdrawn)\b")
+
+
 def _revived(text: str, end: int) -> bool:
-    """Whether the text after a mention (its paragraph, up to :data:`_REVIVAL_REACH` characters) says its instrument's
-    clearing was undone (:data:`_REVIVED`): the instrument stands again."""
+    """Whether the mention's sentence after it, or the next sentence (not one about something else: :data:`_ELSEWHERE`),
+    says its instrument's clearing was undone (:data:`_REVIVED`; up to :data:`_REVIVAL_REACH` characters, in its
+    paragraph), and nothing later in the paragraph clears it again (:data:`_CLEARED_AGAIN`): the instrument stands
+    again."""
     para = text.find("\n\n", end)
-    return _REVIVED.search(text, end, min(end + _REVIVAL_REACH, para if para != -1 else len(text))) is not None
+    para = len(text) if para == -1 else para
+    _, hi = _sentence_bounds(text, end)
+    stop = hi
+    if hi < para:
+        _, hi2 = _sentence_bounds(text, min(hi + 1, len(text) - 1))
+        if _ELSEWHERE.search(text, hi, hi2) is None:
+            stop = hi2
+    found = _REVIVED.search(text, end, min(stop, para, end + _REVIVAL_REACH))
+    return found is not None and _CLEARED_AGAIN.search(text, found.end(), para) is None
 
 
 #: A unit, suite, lot or tax roll named by its number ("Unit 108", "roll 2208 3317", "LOT 14", "Suite #6").

@@ -407,6 +407,10 @@ def test_a_clearing_word_of_the_row_above_is_that_rows_not_the_next(text, kind):
     "242 118 093   2024/03/14   DISCHARGED 2024/09/02\n      BUILDERS' LIEN - NORTHFORK FRAMING LTD. - $21,760.00",
     # a discharge's own row, run on into the line naming what it discharges (that line has the lien's number)
     "211 440 017   2021/01/19   DISCHARGE OF\n      BUILDERS' LIEN 201 334 560 - APEX FRAMING LTD.",
+    # a list's item that states its status first, with the clearing's date and number, then its instrument
+    "2. 182 336 910 Mortgage (First National) - paid out on closing.\n3. Discharged 2024-02-28 by 242 080 115\n"
+    "   232 554 018 Builders' Lien - Chinook Roofing Ltd. $7,312.40",
+    "Withdrawn 2024-03-05 by 242 095 223\n231 907 665   Caveat re: option to purchase - Redline Renovations Inc.",
 ])
 def test_an_entry_whose_status_line_stands_above_its_instrument_is_still_cleared_by_it(text):
     assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
@@ -449,8 +453,26 @@ def test_a_clearing_undone_later_in_the_entry_leaves_the_instrument_standing(tex
     # an application to undo it that was refused leaves the clearing standing
     "Writ of enforcement 232 087 640 ($9,880.17) was withdrawn on 2024/05/20. The creditor's application to reinstate it "
     "was refused.",
+    # a later sentence about another matter
+    "The certificate of lis pendens 212 447 093 was discharged by court order registered 2024-01-19 as 242 027 885. "
+    "Separately, in the vendor's unrelated employment dispute, a costs order was stayed pending appeal.",
+    # undone, then done again
+    "2024-04-08  Discharge of writ 222 556 104 submitted.\n2024-04-11  Discharge rejected by Land Titles (no affidavit).\n"
+    "2024-04-22  Corrected discharge registered as 242 147 330.",
 ])
 def test_a_clearing_stands_when_nothing_in_its_entry_undoes_it(text):
+    assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
+
+
+@pytest.mark.parametrize("text", [
+    "The lienholder must have discharged the builders' lien 232 448 915 some time after our March search: Discharge "
+    "242 177 604 is on the historical title.",
+    "The County ought to have cancelled tax notification 222 380 114 once the arrears were paid, and it did: "
+    "cancellation 232 210 883 was registered 2023-06-08.",
+])
+def test_must_have_discharged_without_a_deadline_is_a_past_discharge_not_an_obligation(text):
+    """"must have discharged" is an obligation with what it must come before ("before we release funds", kept standing
+    by the test above); without one it says what happened."""
     assert kinds(text, "title") == (), risk_signal(text, LEX, ["title"])
 
 
