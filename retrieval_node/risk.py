@@ -990,9 +990,11 @@ def _negated(text: str, start: int, window: int) -> str | None:
 
 
 #: A negation of the clearing itself ("NOT YET DISCHARGED", "no withdrawal of the caveat has been registered", "never
-#: released"): it says the instrument stands, it does not deny it.
-_NEGATES_A_CLEARING = re.compile(r"(?:\s+(?:yet|been|fully|a|any))*\s+(?:" + _STATUS_WORDS
-                                 + _ocr_tolerant(r"|discharge|discharges|withdrawal|release|cancell?ation|payment)") + r"\b")
+#: released", "no release or discharge of"): it says the instrument stands, it does not deny it. Not a negation whose list
+#: goes on past the clearing words ("no payment or instalment plan" denies the plan too).
+_CLEARING_WORD = "(?:" + _STATUS_WORDS + _ocr_tolerant(r"|discharge|discharges|withdrawal|release|cancell?ation|payment)")
+_NEGATES_A_CLEARING = re.compile(r"(?:\s+(?:yet|been|fully|a|any))*\s+" + _CLEARING_WORD + r"(?:\s*(?:,|\bor\b|\band\b|\bnor\b)\s*"
+                                 + _CLEARING_WORD + r")*\b(?!\s*(?:,|&|or\b|and\b|nor\b))")
 
 
 #: The end of a form line's label or question, right before its value ("Seller: no hits", "Arrears?   No", "Liens .... NIL").
@@ -1053,8 +1055,9 @@ def _introduced_subject(span: str, subjects: Sequence[str]) -> str | None:
     return None
 
 
-#: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full", "your client
-#: must have discharged before funds are released") says what has not happened yet: it does not neutralise the term.
+#: A cue that follows a future or an obligation ("must be discharged on closing", "to be paid in full") says what has not
+#: happened yet: it does not neutralise the term (nor, with a deadline after it, "must have discharged before ...":
+#: :func:`_awaited`).
 _PENDING = re.compile(_ocr_tolerant(r"(?:\bto|must|shall|will|should|would|be|is to|are to|required to|needs? to)\s*$"))
 #: "must have", "is to have" before a cue: an obligation only with what it must be done before ("which your client must
 #: have discharged before we can release funds"); without it, a guess at what happened ("the lienholder must have
@@ -1274,12 +1277,13 @@ def _verdicts(text: str, lo: int, hi: int) -> Iterator[tuple[re.Match[str], str]
 #: "discharges" as a noun, then its verb or its object ("Discharges for the following were requested", "discharges of
 #: the lien and writ are pending"): the discharges are what the clause says of them
 _DISCHARGES_NOUN = re.compile(r"\s*(?:for|of|were|are|have|has|:)\b")
+_DISCHARGES_WORD = re.compile(_ocr_tolerant("discharges"))
 
 
 def _awaited_discharges(text: str, m: re.Match[str]) -> bool:
     """A verdict word that is the noun "discharges" whose clause says they are still awaited (:data:`_AWAITED_AFTER`):
     not a verdict ("Discharges for the following were requested but not yet received")."""
-    return (m.group(0).endswith("s") and _DISCHARGES_NOUN.match(text, m.end()) is not None
+    return (_DISCHARGES_WORD.fullmatch(m.group(0)) is not None and _DISCHARGES_NOUN.match(text, m.end()) is not None
             and _AWAITED_AFTER.search(text[m.end():m.end() + 60]) is not None)
 
 

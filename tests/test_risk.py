@@ -432,6 +432,16 @@ def test_a_clearing_that_is_negated_awaited_or_only_requested_leaves_the_instrum
     assert sig.material, sig
 
 
+@pytest.mark.parametrize(("text", "domain"), [
+    # the negation's list goes on past the clearing word: it denies what follows too
+    ("The owner has no payment or tax instalment payment plan (TIPP) with the County.", "tax"),
+    ("There is no release, builders' lien or caveat registered against the title.", "title"),
+    ("No discharged or current builders' lien appears on the title.", "title"),
+])
+def test_a_negation_that_lists_a_clearing_word_with_the_instrument_still_denies_the_instrument(text, domain):
+    assert kinds(text, domain) == (), risk_signal(text, LEX, [domain])
+
+
 @pytest.mark.parametrize(("text", "kind"), [
     ("Caveat 221 508 774 (option to purchase, Larkspur Holdings Ltd.) - withdrawn 2022/05/01\n"
      "   Withdrawal 222 300 118 set aside by Order of Justice Okafor, 2023/02/14; caveat restored to the register", "caveat"),
