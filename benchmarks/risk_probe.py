@@ -28,7 +28,7 @@ def load_set(name: str) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="set_a,set_b,set_c,set_d,set_e,set_f,set_g,set_h,set_i,set_j,set_k,set_l,set_m,set_n,set_o,set_p",
+    ap.add_argument("--sets", default="set_a,set_b,set_c,set_d,set_e,set_f,set_g,set_h,set_i,set_j,set_k,set_l,set_m,set_n,set_o,set_p,set_q",
                     help="comma-separated probe sets: names in benchmarks/risk_probe/ or paths to .jsonl files (default the twelve shipped)")
     ap.add_argument("--out", help="result JSON (default benchmarks/results/risk_probe.json)")
     ap.add_argument("--smoke", action="store_true", help="the first 10 excerpts of each set")
