@@ -17,6 +17,8 @@ from .passages import is_furniture
 from .risk import LINE_BREAK_CHARS, term_pattern
 from .values import ChunkView, CoverageReport, Scored, Selection
 
+#: a line break as Stage 0 may write one (:data:`~retrieval_node.risk.LINE_BREAK_CHARS`, ``\r\n`` as one)
+_ANY_BREAK = re.compile("\r\n|[" + re.escape(LINE_BREAK_CHARS) + "]")
 #: Longest evidence quoted in ``material_risks`` (characters, verbatim from the chunk).
 EVIDENCE_MAX_CHARS = 300
 
@@ -114,28 +116,22 @@ def _past_furniture(text: str, span: tuple[int, int], furniture: set[str]) -> tu
     nothing else would be left)."""
     start, end = span
     while start < end:
-        eol = _line_end(text, start, end)
-        if eol == -1:
+        brk = _ANY_BREAK.search(text, start, end)
+        if brk is None:
             break
-        line = text[start:eol]
+        line = text[start:brk.start()]
         if line.strip() and not is_furniture(line, furniture):
             break
-        start = eol + (2 if text.startswith("\r\n", eol) else 1)
+        start = brk.end()
     return (start, end) if text[start:end].strip() else span
-
-
-def _line_end(text: str, pos: int, stop: int) -> int:
-    """Where the line holding ``text[pos]`` ends (its first line break in ``[pos, stop)``), or -1."""
-    found = [i for i in (text.find(c, pos, stop) for c in LINE_BREAK_CHARS) if i != -1]
-    return min(found, default=-1)
 
 
 def _around(text: str, start: int, end: int, max_chars: int) -> str:
     """The line holding ``text[start:end]`` (at any line break: :data:`~retrieval_node.risk.LINE_BREAK_CHARS`), cut to
     ``max_chars`` around it; stripped of surrounding blanks."""
     lo = max(text.rfind(c, 0, start) for c in LINE_BREAK_CHARS) + 1
-    hi = _line_end(text, end, len(text))
-    hi = len(text) if hi == -1 else hi
+    brk = _ANY_BREAK.search(text, end)
+    hi = len(text) if brk is None else brk.start()
     if hi - lo > max_chars:
         lo = max(lo, start - max_chars // 3)
         hi = min(hi, lo + max_chars)

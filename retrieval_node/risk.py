@@ -1109,18 +1109,19 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
     from the line above) is not the entry's: it is the row above's ("201 004 311  CAVEAT  WITHDRAWN") or a heading's
     ("DISCHARGED INSTRUMENTS", not read as the status of the entries under it). ``tail``: the text right after the span,
     where a clearing may go on to say it is of part of the land only."""
+    led, tailed = lead + span, span + tail  # the span with what stands before it, and with what follows it
     for m in term_pattern(cue).finditer(span):
-        if m.end() <= other_entry and not _entry_status_above(lead + span, len(lead) + m.start()):
+        at = len(lead) + m.start()  # what stands before the cue is read across the window's edge ("NOT YET | DISCHARGED")
+        if m.end() <= other_entry and not _entry_status_above(led, at):
             continue  # said on a line above the entry's own: another entry's status, or a heading's
-        if _AS_TO_PART.match(span + tail, m.end()):
+        if _AS_TO_PART.match(tailed, m.end()):
             continue  # "discharged as to Lot 7": a partial discharge leaves the instrument on the rest of the land
         if _asked(span, m.end()):
             continue  # a question, or a column headed by one ("Discharged?"), is not its answer
         if "\n" in m.group(0) and _answers_its_line(span, m.start()):
             continue  # "arrears?  no\nspecial levy approved?": one line's answer, then the next line's item
-        at = len(lead) + m.start()  # what stands before the cue is read across the window's edge ("NOT YET | DISCHARGED")
-        before = (lead + span)[max(0, at - 24):at].rstrip()
-        if _awaited(before, span + tail, m.end()) or _CUE_NEGATED.search(before) or _conditional(lead + span, at):
+        before = led[max(0, at - 24):at].rstrip()
+        if _awaited(before, tailed, m.end()) or _CUE_NEGATED.search(before) or _conditional(led, at):
             continue
         if own is not None:
             named = _NAMED_NUMBER.match(span, m.end())
@@ -1132,13 +1133,11 @@ def _cue_in(span: str, cue: str, own: str | None = None, lead: str = "", other_e
 
 #: where an entry of a register or a list starts on its line: its registration number, or a list's number or bullet
 _ENTRY_START = re.compile(r"[ \t]*(?:\d{3} ?\d{3} ?\d{3}\b|\(?\d{1,2}[.)][ \t]|\(?[a-h][.)][ \t]|[-*\u2022][ \t])")
-#: a date written in full ("2024-02-28", "28/02/2024", "February 28, 2024")
-_FULL_DATE = re.compile(r"\b(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? \d{4})\b")
 
 
 def _entry_status_above(text: str, at: int) -> bool:
     """Whether the cue at ``at``, on a line above the entry it may clear, states that entry's status: its line states the
-    clearing's date or instrument number, and no registration number stands before it in its own entry (from the line
+    clearing's date (:data:`_DATE`) or instrument number, and no registration number stands before it in its own entry (from the line
     that entry starts on: a registration number or a list's number or bullet at the line's start, back to a blank line).
     "3. Discharged on 2024-02-28 by 242 080 115" over "232 554 018 Builders' Lien" is; a heading ("DISCHARGED
     INSTRUMENTS"), the row above's own status ("201 004 311 CAVEAT ... WITHDRAWN") or that row's "Status: discharged by
@@ -1146,7 +1145,7 @@ def _entry_status_above(text: str, at: int) -> bool:
     lo = text.rfind("\n", 0, at) + 1
     hi = text.find("\n", at)
     hi = len(text) if hi == -1 else hi
-    if _REGISTRATION.search(text, at, hi) is None and _FULL_DATE.search(text, lo, hi) is None:
+    if _REGISTRATION.search(text, at, hi) is None and _DATE.search(text, lo, hi) is None:
         return False
     start = lo
     while start > 0 and _ENTRY_START.match(text, start) is None:
@@ -1159,8 +1158,9 @@ def _entry_status_above(text: str, at: int) -> bool:
 
 #: A clearing said of part of the land only ("DISCHARGED AS TO LOT 7", "withdrawn as against Unit 5", "released in
 #: respect of Parcel A"): the instrument stays on the rest (as to the whole of the lands is no part).
-_AS_TO_PART = re.compile(r"[ \t]*(?:only[ \t]+)?(?:as (?:to|against|regards)|in respect of|with respect to)[ \t]+(?:the[ \t]+)?"
-                         r"(?:lots?|units?|parcels?|blocks?|suites?|portions?|part)\b")
+_PART_OF_LAND = (r"(?:as (?:to|against|regards)|in respect of|with respect to)[ \t]+(?:the[ \t]+)?"
+                 r"(?:lots?|units?|parcels?|blocks?|suites?|portions?|part)\b")
+_AS_TO_PART = re.compile(r"[ \t]*(?:only[ \t]+)?" + _PART_OF_LAND)
 
 
 #: "discharged by 232 001 002", "under discharge no. ...": the number after the cue is the discharging instrument's.
@@ -1999,7 +1999,7 @@ _AWAITED = re.compile(r"\b(?:to|will|shall|must|undertak\w*|request\w*|requisiti
 #: after the discharge and its number: still to come or wanted ("... required prior to closing", "... will be registered")
 _AWAITED_AFTER = re.compile(r"^[^.;\n]{0,40}?\b(?:will|is to|to be|shall|required|requested|needed|pending|outstanding|on closing"
                             r"|after closing|prior to closing|before closing|has not|have not|is not|not yet|must)\b")
-_PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bas to part\b|\bportion\b|\b(?:as (?:to|against)|in respect of) (?:the )?(?:lots?|units?|parcels?|blocks?|suites?)\b")
+_PARTIAL = re.compile(r"\bpartial\b|\bin part\b|\bportion\b|\b" + _PART_OF_LAND)  # "as to part", "as to Lot 4" (:data:`_AS_TO_PART`)
 
 
 @lru_cache(maxsize=16)  # read once per chunk, asked once per mention
